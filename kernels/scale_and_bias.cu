@@ -1,0 +1,1 @@
+// scale_and_bias

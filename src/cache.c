@@ -1,0 +1,2 @@
+/* cache.c: stub */
+#include "cl.h"

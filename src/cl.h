@@ -1,0 +1,232 @@
+/* cl.h: what the files of the cudalua core share.
+ *
+ * Every CUDA concept is a full userdata with a metatable registered under
+ * its type name (CL_STREAM, ...). Handles start with `int closed`; check_*
+ * functions raise a type error for the wrong type and "cuda.X is closed"
+ * for a closed handle. Parents are kept alive through user values. */
+#ifndef CUDALUA_CL_H
+#define CUDALUA_CL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+#include <lauxlib.h>
+#include <cuda.h>
+
+#include "driver.h"
+
+#define CL_ERROR        "cuda.Error"
+#define CL_DEVICE       "cuda.Device"
+#define CL_STREAM       "cuda.Stream"
+#define CL_EVENT        "cuda.Event"
+#define CL_MR           "cuda.MemoryResource"
+#define CL_BUFFER       "cuda.Buffer"
+#define CL_VIEW         "cuda.View"
+#define CL_PROGRAM      "cuda.Program"
+#define CL_OBJECTCODE   "cuda.ObjectCode"
+#define CL_KERNEL       "cuda.Kernel"
+#define CL_LAUNCHCONFIG "cuda.LaunchConfig"
+#define CL_SCALAR       "cuda.Scalar"
+#define CL_GRAPH        "cuda.Graph"
+
+/* --- devices (device.c) -------------------------------------------------- */
+
+typedef struct cl_Device {
+  int ordinal;
+  CUdevice handle;
+  CUcontext ctx;                /* primary context; NULL until first use */
+  int cc_major, cc_minor;
+  int sm_count;
+  int max_shmem_optin;          /* bytes of dynamic shared memory, opt-in */
+  int cluster_launch;
+  int cooperative_launch;
+  int concurrent_managed_access;
+  int memory_pools;
+  char name[256];
+} cl_Device;
+
+cl_Device *cl_check_device(lua_State *L, int i);
+/* Push the Device object for ordinal (the same object for the same id). */
+cl_Device *cl_push_device(lua_State *L, int ordinal);
+/* The device made current with set_current, else device 0; pushes it. */
+cl_Device *cl_push_current_device(lua_State *L);
+/* Retain the primary context on first use and make it current. */
+void cl_device_activate_slow(lua_State *L, cl_Device *d);
+/* Push the device's default memory pool as a cuda.MemoryResource (memory.c). */
+void cl_push_default_mr(lua_State *L, int devi);
+extern __thread CUcontext cl_current_ctx;
+static inline void cl_device_activate(lua_State *L, cl_Device *d)
+{
+  if (d->ctx == NULL || d->ctx != cl_current_ctx)
+    cl_device_activate_slow(L, d);
+}
+
+/* --- streams and events (stream.c) --------------------------------------- */
+
+typedef struct cl_Stream {
+  int closed;
+  CUstream handle;
+  cl_Device *dev;
+  int priority;
+  int non_blocking;
+} cl_Stream;
+
+typedef struct cl_Event {
+  int closed;
+  CUevent handle;
+  cl_Device *dev;
+  int timing;
+  int recorded;
+} cl_Event;
+
+cl_Stream *cl_check_stream(lua_State *L, int i);
+cl_Stream *cl_opt_stream(lua_State *L, int i);    /* NULL for none/nil */
+cl_Event *cl_check_event(lua_State *L, int i);
+
+/* --- memory resources (memory.c) ----------------------------------------- */
+
+typedef enum { CL_MR_DEVICE, CL_MR_PINNED, CL_MR_MANAGED, CL_MR_HOST } cl_MRKind;
+
+typedef struct cl_MemoryResource {
+  int closed;
+  cl_MRKind kind;
+  cl_Device *dev;               /* NULL for host memory */
+  CUmemoryPool pool;            /* NULL unless pool-backed */
+  int owns_pool;                /* created by us: destroyed on close */
+  size_t live_bytes;            /* bytes of buffers not yet released */
+  size_t live_buffers;
+} cl_MemoryResource;
+
+cl_MemoryResource *cl_check_mr(lua_State *L, int i);
+
+/* --- buffers (buffer.c) -------------------------------------------------- */
+
+typedef struct cl_Buffer {
+  int closed;
+  CUdeviceptr ptr;
+  size_t size;
+  cl_MemoryResource *mr;
+  struct cl_Buffer *owner;      /* the owning buffer of a slice, else NULL */
+  cl_Stream *stream;            /* the stream it was allocated on, or NULL */
+} cl_Buffer;
+
+/* A buffer or slice that is open, and whose owner is open. */
+cl_Buffer *cl_check_buffer(lua_State *L, int i);
+cl_Buffer *cl_test_buffer(lua_State *L, int i);   /* NULL if not a buffer */
+int cl_buffer_is_open(const cl_Buffer *b);
+/* Push a new buffer over ptr/size owned by mr (at index mri), allocated
+ * on stream s (at index si, 0 for none). */
+cl_Buffer *cl_push_buffer(lua_State *L, CUdeviceptr ptr, size_t size, int mri,
+                          cl_Stream *s, int si);
+/* The host address of a host-accessible buffer; raises otherwise. */
+void *cl_buffer_host(lua_State *L, int i, cl_Buffer *b);
+
+static inline int cl_mr_host_accessible(const cl_MemoryResource *mr)
+{
+  return mr->kind != CL_MR_DEVICE;
+}
+static inline int cl_mr_device_accessible(const cl_MemoryResource *mr)
+{
+  return mr->kind != CL_MR_HOST;
+}
+
+/* --- element types (dtype.c): shared by views and typed scalars ---------- */
+
+typedef enum {
+  CL_F32, CL_F64, CL_I8, CL_I16, CL_I32, CL_I64, CL_U8, CL_U16, CL_U32, CL_U64,
+  CL_NDTYPES
+} cl_DType;
+
+extern const char *const cl_dtype_names[CL_NDTYPES + 1];
+extern const unsigned char cl_dtype_sizes[CL_NDTYPES];
+static inline int cl_dtype_is_float(cl_DType t) { return t == CL_F32 || t == CL_F64; }
+cl_DType cl_check_dtype(lua_State *L, int i);
+/* Convert the number at index i to type t into dst; raises a range error
+ * naming the type for values the type cannot hold. */
+void cl_dtype_store(lua_State *L, int i, cl_DType t, void *dst);
+void cl_dtype_push(lua_State *L, cl_DType t, const void *src);
+
+/* --- programs and kernels (program.c) ------------------------------------ */
+
+#define CL_MAX_PARAMS 64
+
+typedef struct cl_ObjectCode {
+  int closed;
+  CUlibrary library;            /* loaded on first get_kernel; NULL before */
+  int kind;                     /* index into cl_code_kinds */
+} cl_ObjectCode;                /* user value 1: the code, a Lua string */
+
+extern const char *const cl_code_kinds[];   /* "cubin", "ptx", "fatbin", NULL */
+
+typedef struct cl_Kernel {
+  int closed;
+  CUkernel handle;              /* context-independent */
+  CUfunction fn;                /* handle resolved for fn_device's context */
+  int fn_device;                /* ordinal fn belongs to, -1 for none yet */
+  int nparams;                  /* from cuKernelGetParamInfo; -1 unknown */
+  int shmem_optin;              /* largest dynamic shared memory enabled */
+  size_t param_offset[CL_MAX_PARAMS];
+  unsigned short param_size[CL_MAX_PARAMS];
+  char name[128];
+} cl_Kernel;                    /* user value 1: the ObjectCode */
+
+cl_Kernel *cl_check_kernel(lua_State *L, int i);
+/* The CUfunction of k for device d (whose context is current). */
+CUfunction cl_kernel_function(lua_State *L, cl_Kernel *k, cl_Device *d);
+
+/* --- typed scalars (launch.c) -------------------------------------------- */
+
+typedef struct cl_Scalar {
+  cl_DType type;
+  union {
+    unsigned char bytes[8];
+    float f32; double f64;
+    int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+    uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+  } v;
+} cl_Scalar;
+
+cl_Scalar *cl_test_scalar(lua_State *L, int i);
+
+/* --- handles: the pattern every type follows (cuda.c) -------------------- */
+
+/* Register a type: metamethods `meta`, methods `methods`, and `fields`,
+ * called as fields(L) with (self, key) for keys that are not methods. */
+void cl_new_type(lua_State *L, const char *tname, const luaL_Reg *meta,
+                 const luaL_Reg *methods, lua_CFunction fields);
+/* Add methods to a type registered earlier (Device gets create_stream
+ * from stream.c, ...). */
+void cl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods);
+/* luaL_checkudata, then "cuda.X is closed" for a closed handle. */
+void *cl_check_open(lua_State *L, int i, const char *tname);
+/* "cuda.X(detail)" or "cuda.X (closed)" for __tostring. */
+int cl_push_closed_name(lua_State *L, const char *tname);
+
+/* Option tables: idx is an option table or none/nil. Unknown keys and
+ * values of the wrong type raise argument errors naming the field. */
+void cl_check_options(lua_State *L, int idx, const char *const known[]);
+int cl_opt_boolean(lua_State *L, int idx, const char *field, int def);
+lua_Integer cl_opt_integer(lua_State *L, int idx, const char *field, lua_Integer def);
+const char *cl_opt_string(lua_State *L, int idx, const char *field, const char *def);
+
+/* The folder that holds scripts/ and kernels/: $(pkgdatadir) when
+ * installed; the interpreter points it at the source tree when it runs from
+ * the build tree. */
+extern const char *cl_datadir;
+
+/* Each file registers its types and module functions into the table on
+ * the top of the stack. */
+void cl_open_device(lua_State *L);
+void cl_open_stream(lua_State *L);
+void cl_open_memory(lua_State *L);
+void cl_open_buffer(lua_State *L);
+void cl_open_view(lua_State *L);
+void cl_open_dtype(lua_State *L);
+void cl_open_program(lua_State *L);
+void cl_open_launch(lua_State *L);
+void cl_open_graph(lua_State *L);
+
+int luaopen_cuda(lua_State *L);
+
+#endif

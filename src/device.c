@@ -1,0 +1,345 @@
+/* device.c: cuda.Device, one object per device id, and primary contexts.
+ *
+ * A device's primary context is retained on first use and released when
+ * the Lua state closes, by a sentinel created in luaopen_cuda before any
+ * handle: Lua runs finalizers in reverse order of creation, so the sentinel
+ * is finalized after every stream, buffer and kernel that used a context. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cl.h"
+
+#define DEVICES_KEY "cuda.devices"      /* registry: ordinal -> Device */
+#define CURRENT_KEY "cuda.current"      /* registry: the current Device */
+#define SENTINEL    "cuda.ContextSentinel"
+
+__thread CUcontext cl_current_ctx;
+
+static int attribute(lua_State *L, cl_Device *d, CUdevice_attribute a)
+{
+  int v = 0;
+  CL_TRY(L, cuDeviceGetAttribute, (&v, a, d->handle));
+  return v;
+}
+
+static void device_init(lua_State *L, cl_Device *d, int ordinal)
+{
+  memset(d, 0, sizeof *d);
+  d->ordinal = ordinal;
+  CL_TRY(L, cuDeviceGet, (&d->handle, ordinal));
+  CL_TRY(L, cuDeviceGetName, (d->name, sizeof d->name, d->handle));
+  d->cc_major = attribute(L, d, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  d->cc_minor = attribute(L, d, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  d->sm_count = attribute(L, d, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  d->max_shmem_optin = attribute(L, d, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  d->cluster_launch = attribute(L, d, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
+  d->cooperative_launch = attribute(L, d, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
+  d->concurrent_managed_access = attribute(L, d, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+  d->memory_pools = attribute(L, d, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+}
+
+cl_Device *cl_push_device(lua_State *L, int ordinal)
+{
+  lua_getfield(L, LUA_REGISTRYINDEX, DEVICES_KEY);
+  if (lua_rawgeti(L, -1, ordinal) != LUA_TNIL) {
+    lua_remove(L, -2);
+    return lua_touserdata(L, -1);
+  }
+  lua_pop(L, 1);
+  cl_driver_load(L);
+  int count = 0;
+  CL_TRY(L, cuDeviceGetCount, (&count));
+  if (count == 0)
+    cl_raise_unavailable(L, "no CUDA device found: the NVIDIA driver is loaded but reports no GPU");
+  if (ordinal < 0 || ordinal >= count)
+    luaL_error(L, "no CUDA device %d: this machine has %d (ids 0 to %d)", ordinal,
+               count, count - 1);
+  cl_Device *d = lua_newuserdatauv(L, sizeof *d, 1);
+  device_init(L, d, ordinal);
+  luaL_setmetatable(L, CL_DEVICE);
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, -3, ordinal);
+  lua_remove(L, -2);
+  return d;
+}
+
+cl_Device *cl_check_device(lua_State *L, int i)
+{
+  return luaL_checkudata(L, i, CL_DEVICE);
+}
+
+cl_Device *cl_push_current_device(lua_State *L)
+{
+  if (lua_getfield(L, LUA_REGISTRYINDEX, CURRENT_KEY) != LUA_TNIL)
+    return lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return cl_push_device(L, 0);
+}
+
+void cl_device_activate_slow(lua_State *L, cl_Device *d)
+{
+  if (d->ctx == NULL)
+    CL_TRY(L, cuDevicePrimaryCtxRetain, (&d->ctx, d->handle));
+  CL_TRY(L, cuCtxSetCurrent, (d->ctx));
+  cl_current_ctx = d->ctx;
+}
+
+/* --- cuda.Device(id) and its methods -------------------------------------- */
+
+static int cuda_device(lua_State *L)
+{
+  if (lua_isnoneornil(L, 1)) {
+    cl_push_current_device(L);
+    return 1;
+  }
+  lua_Integer id = luaL_checkinteger(L, 1);
+  luaL_argcheck(L, id >= 0 && id <= 0xffff, 1, "device id must be >= 0");
+  cl_push_device(L, (int)id);
+  return 1;
+}
+
+static int device_set_current(lua_State *L)
+{
+  cl_Device *d = cl_check_device(L, 1);
+  cl_device_activate(L, d);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, CURRENT_KEY);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int device_sync(lua_State *L)
+{
+  cl_Device *d = cl_check_device(L, 1);
+  cl_device_activate(L, d);
+  CL_TRY(L, cuCtxSynchronize, ());
+  return 0;
+}
+
+static int device_memory_info(lua_State *L)
+{
+  cl_Device *d = cl_check_device(L, 1);
+  size_t free_bytes = 0, total = 0;
+  cl_device_activate(L, d);
+  CL_TRY(L, cuMemGetInfo, (&free_bytes, &total));
+  lua_pushinteger(L, (lua_Integer)free_bytes);
+  lua_pushinteger(L, (lua_Integer)total);
+  return 2;
+}
+
+static int device_tostring(lua_State *L)
+{
+  cl_Device *d = cl_check_device(L, 1);
+  lua_pushfstring(L, "cuda.Device(%d, %s, sm_%d%d)", d->ordinal, d->name, d->cc_major,
+                  d->cc_minor);
+  return 1;
+}
+
+static int device_eq(lua_State *L)
+{
+  cl_Device *a = luaL_testudata(L, 1, CL_DEVICE), *b = luaL_testudata(L, 2, CL_DEVICE);
+  lua_pushboolean(L, a && b && a->ordinal == b->ordinal);
+  return 1;
+}
+
+/* --- attributes ----------------------------------------------------------- */
+
+static int cc_tostring(lua_State *L)
+{
+  lua_getfield(L, 1, "major");
+  lua_getfield(L, 1, "minor");
+  lua_pushfstring(L, "%d.%d", (int)lua_tointeger(L, -2), (int)lua_tointeger(L, -1));
+  return 1;
+}
+
+static lua_Integer cc_value(lua_State *L, int i)
+{
+  luaL_checktype(L, i, LUA_TTABLE);
+  lua_getfield(L, i, "major");
+  lua_getfield(L, i, "minor");
+  lua_Integer v = lua_tointeger(L, -2) * 100 + lua_tointeger(L, -1);
+  lua_pop(L, 2);
+  return v;
+}
+
+static int cc_eq(lua_State *L) { lua_pushboolean(L, cc_value(L, 1) == cc_value(L, 2)); return 1; }
+static int cc_lt(lua_State *L) { lua_pushboolean(L, cc_value(L, 1) < cc_value(L, 2)); return 1; }
+static int cc_le(lua_State *L) { lua_pushboolean(L, cc_value(L, 1) <= cc_value(L, 2)); return 1; }
+
+static void push_compute_capability(lua_State *L, cl_Device *d)
+{
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, d->cc_major);
+  lua_setfield(L, -2, "major");
+  lua_pushinteger(L, d->cc_minor);
+  lua_setfield(L, -2, "minor");
+  luaL_setmetatable(L, "cuda.ComputeCapability");
+}
+
+static void push_dim3(lua_State *L, cl_Device *d, CUdevice_attribute x)
+{
+  lua_createtable(L, 3, 0);
+  for (int k = 0; k < 3; k++) {
+    lua_pushinteger(L, attribute(L, d, (CUdevice_attribute)(x + k)));
+    lua_rawseti(L, -2, k + 1);
+  }
+}
+
+static const struct { const char *name; CUdevice_attribute attr; } int_properties[] = {
+  {"multiprocessor_count", CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+  {"async_engine_count", CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT},
+  {"l2_cache_size", CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE},
+  {"clock_rate_khz", CU_DEVICE_ATTRIBUTE_CLOCK_RATE},
+  {"memory_clock_rate_khz", CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE},
+  {"memory_bus_width", CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH},
+  {"warp_size", CU_DEVICE_ATTRIBUTE_WARP_SIZE},
+  {"max_threads_per_block", CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+  {"max_threads_per_multiprocessor", CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR},
+  {"max_shared_memory_per_block", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK},
+  {"max_shared_memory_per_block_optin", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN},
+  {"max_shared_memory_per_multiprocessor", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR},
+  {"max_registers_per_block", CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK},
+  {"total_constant_memory", CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY},
+  {"concurrent_kernels", CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS},
+  {"concurrent_managed_access", CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS},
+  {"managed_memory", CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY},
+  {"unified_addressing", CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING},
+  {"memory_pools_supported", CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED},
+  {"host_memory_pools_supported", CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED},
+  {"cooperative_launch", CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH},
+  {"cluster_launch", CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH},
+  {"ecc_enabled", CU_DEVICE_ATTRIBUTE_ECC_ENABLED},
+  {"integrated", CU_DEVICE_ATTRIBUTE_INTEGRATED},
+  {"pageable_memory_access", CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS},
+  {"stream_priorities_supported", CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED},
+  {"compute_mode", CU_DEVICE_ATTRIBUTE_COMPUTE_MODE},
+};
+
+static void push_uuid(lua_State *L, cl_Device *d)
+{
+  CUuuid u;
+  char s[48];
+  size_t n = 0;
+  CL_TRY(L, cuDeviceGetUuid, (&u, d->handle));
+  for (int k = 0; k < 16; k++) {
+    if (k == 4 || k == 6 || k == 8 || k == 10)
+      s[n++] = '-';
+    n += (size_t)snprintf(s + n, sizeof s - n, "%02x", (unsigned char)u.bytes[k]);
+  }
+  lua_pushfstring(L, "GPU-%s", s);
+}
+
+static void push_properties(lua_State *L, cl_Device *d)
+{
+  char bus[32];
+  size_t total = 0;
+  size_t n = sizeof int_properties / sizeof int_properties[0];
+  lua_createtable(L, 0, (int)n + 8);
+  for (size_t k = 0; k < n; k++) {
+    lua_pushinteger(L, attribute(L, d, int_properties[k].attr));
+    lua_setfield(L, -2, int_properties[k].name);
+  }
+  CL_TRY(L, cuDeviceTotalMem, (&total, d->handle));
+  lua_pushinteger(L, (lua_Integer)total);
+  lua_setfield(L, -2, "total_memory");
+  CL_TRY(L, cuDeviceGetPCIBusId, (bus, sizeof bus, d->handle));
+  lua_pushstring(L, bus);
+  lua_setfield(L, -2, "pci_bus_id");
+  push_uuid(L, d);
+  lua_setfield(L, -2, "uuid");
+  push_dim3(L, d, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+  lua_setfield(L, -2, "max_block_dim");
+  push_dim3(L, d, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+  lua_setfield(L, -2, "max_grid_dim");
+}
+
+static int device_fields(lua_State *L)
+{
+  cl_Device *d = cl_check_device(L, 1);
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "id") == 0)
+    lua_pushinteger(L, d->ordinal);
+  else if (strcmp(key, "name") == 0)
+    lua_pushstring(L, d->name);
+  else if (strcmp(key, "arch") == 0)
+    lua_pushfstring(L, "%d%d", d->cc_major, d->cc_minor);
+  else if (strcmp(key, "compute_capability") == 0)
+    push_compute_capability(L, d);
+  else if (strcmp(key, "memory_resource") == 0)
+    cl_push_default_mr(L, 1);
+  else if (strcmp(key, "properties") == 0) {
+    /* cached in the user value: attributes do not change */
+    if (lua_getiuservalue(L, 1, 1) == LUA_TNIL) {
+      lua_pop(L, 1);
+      push_properties(L, d);
+      lua_pushvalue(L, -1);
+      lua_setiuservalue(L, 1, 1);
+    }
+  } else
+    lua_pushnil(L);
+  return 1;
+}
+
+/* --- the sentinel --------------------------------------------------------- */
+
+static int sentinel_gc(lua_State *L)
+{
+  lua_getfield(L, LUA_REGISTRYINDEX, DEVICES_KEY);
+  if (!lua_istable(L, -1))
+    return 0;
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    cl_Device *d = lua_touserdata(L, -1);
+    if (d && d->ctx) {
+      CL_CALL(cuDevicePrimaryCtxRelease, (d->handle));
+      if (cl_current_ctx == d->ctx)
+        cl_current_ctx = NULL;
+      d->ctx = NULL;
+    }
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+static void create_sentinel(lua_State *L)
+{
+  lua_newuserdatauv(L, 1, 0);
+  luaL_newmetatable(L, SENTINEL);
+  lua_pushcfunction(L, sentinel_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, SENTINEL);
+}
+
+void cl_open_device(lua_State *L)
+{
+  static const luaL_Reg meta[] = {
+    {"__tostring", device_tostring},
+    {"__eq", device_eq},
+    {NULL, NULL}
+  };
+  static const luaL_Reg methods[] = {
+    {"set_current", device_set_current},
+    {"sync", device_sync},
+    {"memory_info", device_memory_info},
+    {NULL, NULL}
+  };
+  static const luaL_Reg cc_meta[] = {
+    {"__tostring", cc_tostring}, {"__eq", cc_eq}, {"__lt", cc_lt}, {"__le", cc_le},
+    {NULL, NULL}
+  };
+  if (lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL) == LUA_TNIL)
+    create_sentinel(L);
+  lua_pop(L, 1);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, DEVICES_KEY) == LUA_TNIL) {
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, DEVICES_KEY);
+  }
+  lua_pop(L, 1);
+  cl_new_type(L, CL_DEVICE, meta, methods, device_fields);
+  luaL_newmetatable(L, "cuda.ComputeCapability");
+  luaL_setfuncs(L, cc_meta, 0);
+  lua_pop(L, 1);
+  lua_pushcfunction(L, cuda_device);
+  lua_setfield(L, -2, "Device");
+}

@@ -1,0 +1,238 @@
+/* driver.c: the only code that touches libcuda.
+ *
+ * The driver is opened with dlopen() on first use, so cudalua builds, loads
+ * and explains itself on machines without one. Every entry point comes from
+ * cuGetProcAddress at the ABI version of the cuda.h we were built with. */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "cl.h"
+
+struct cl_DriverAPI cl_driver;
+
+typedef CUresult (*cl_GetProcFn)(const char *, void **, int, cuuint64_t,
+                                 CUdriverProcAddressQueryResult *);
+
+static enum { UNTRIED, LOADED, FAILED } load_state = UNTRIED;
+static char load_failure[512];
+static int driver_version = -1;  /* from cuDriverGetVersion, -1 unknown */
+
+static int fail(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(load_failure, sizeof load_failure, fmt, ap);
+  va_end(ap);
+  load_state = FAILED;
+  return 0;
+}
+
+static int lookup(cl_GetProcFn getproc, const char *name, void **pfn)
+{
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  CUresult r = getproc(name, pfn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+  if (r == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && *pfn)
+    return 1;
+  return fail("the NVIDIA driver is too old for cudalua: it has no %s for CUDA %d.%d "
+              "(install a driver for CUDA %d.%d or newer)", name,
+              CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
+              CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+}
+
+static int init_failure(CUresult r)
+{
+  const char *name = NULL, *text = NULL;
+  cl_driver.p_cuGetErrorName(r, &name);
+  cl_driver.p_cuGetErrorString(r, &text);
+  if (r == CUDA_ERROR_NO_DEVICE)
+    return fail("no CUDA device found: the NVIDIA driver is loaded but reports no GPU");
+  return fail("the NVIDIA driver could not start: cuInit: %s (%s)",
+              name ? name : "unknown error", text ? text : "no description");
+}
+
+static int load(void)
+{
+  const char *path = getenv("CUDALUA_LIBCUDA");
+  if (!path || !*path)
+    path = "libcuda.so.1";
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    return fail("no NVIDIA driver found: %s", dlerror());
+  cl_GetProcFn getproc = (cl_GetProcFn)dlsym(lib, "cuGetProcAddress_v2");
+  if (!getproc)
+    return fail("the NVIDIA driver at %s is too old for cudalua "
+                "(it has no cuGetProcAddress_v2; CUDA 12.4 or newer is needed)", path);
+#define CL_LOOKUP(name) \
+  if (!lookup(getproc, #name, (void **)&cl_driver.p_##name)) return 0;
+  CL_DRIVER_API(CL_LOOKUP)
+#undef CL_LOOKUP
+  cl_driver.p_cuDriverGetVersion(&driver_version);
+  CUresult r = cl_driver.p_cuInit(0);
+  if (r != CUDA_SUCCESS)
+    return init_failure(r);
+  load_state = LOADED;
+  return 1;
+}
+
+int cl_driver_try_load(char *why, size_t whysize)
+{
+  if (load_state == UNTRIED)
+    load();
+  if (load_state == LOADED)
+    return 1;
+  if (why)
+    snprintf(why, whysize, "%s", load_failure);
+  return 0;
+}
+
+void cl_driver_load(lua_State *L)
+{
+  if (load_state == LOADED)
+    return;
+  if (!cl_driver_try_load(NULL, 0))
+    cl_raise_unavailable(L, "%s", load_failure);
+}
+
+/* --- cuda.Error ---------------------------------------------------------- */
+
+void cl_push_error(lua_State *L, int code, const char *name, const char *api,
+                   const char *message)
+{
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, code);
+  lua_setfield(L, -2, "code");
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "name");
+  if (api) {
+    lua_pushstring(L, api);
+    lua_setfield(L, -2, "api");
+  }
+  lua_pushstring(L, message);
+  lua_setfield(L, -2, "message");
+  luaL_setmetatable(L, CL_ERROR);
+}
+
+static void push_driver_error(lua_State *L, CUresult r, const char *api)
+{
+  const char *name = NULL, *text = NULL;
+  if (cl_driver.p_cuGetErrorName) {
+    cl_driver.p_cuGetErrorName(r, &name);
+    cl_driver.p_cuGetErrorString(r, &text);
+  }
+  cl_push_error(L, (int)r, name ? name : "CUDA_ERROR_UNKNOWN", api,
+                text ? text : "unknown error");
+}
+
+int cl_raise(lua_State *L, CUresult r, const char *api)
+{
+  push_driver_error(L, r, api);
+  return lua_error(L);
+}
+
+int cl_raise_detail(lua_State *L, CUresult r, const char *api, const char *fmt, ...)
+{
+  push_driver_error(L, r, api);
+  lua_getfield(L, -1, "message");
+  va_list ap;
+  va_start(ap, fmt);
+  lua_pushfstring(L, "%s: ", lua_tostring(L, -1));
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 2);
+  lua_setfield(L, -3, "message");
+  lua_pop(L, 1);
+  return lua_error(L);
+}
+
+int cl_raise_unavailable(lua_State *L, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  const char *message = lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  cl_push_error(L, CUDA_ERROR_NO_DEVICE, "CUDALUA_UNAVAILABLE", NULL, message);
+  lua_pushboolean(L, 1);
+  lua_setfield(L, -2, "unavailable");
+  return lua_error(L);
+}
+
+static int error_tostring(lua_State *L)
+{
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "api");
+  lua_getfield(L, 1, "name");
+  lua_getfield(L, 1, "message");
+  if (lua_isnil(L, 2))
+    lua_pushstring(L, luaL_optstring(L, 4, "cuda.Error"));
+  else
+    lua_pushfstring(L, "%s: %s (%s)", lua_tostring(L, 2), luaL_optstring(L, 3, "?"),
+                    luaL_optstring(L, 4, ""));
+  return 1;
+}
+
+/* --- module functions ---------------------------------------------------- */
+
+static int cuda_is_available(lua_State *L)
+{
+  char why[512];
+  int count = 0;
+  if (!cl_driver_try_load(why, sizeof why)) {
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, why);
+    return 2;
+  }
+  CUresult r = CL_CALL(cuDeviceGetCount, (&count));
+  if (r != CUDA_SUCCESS || count == 0) {
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, "no CUDA device found: the NVIDIA driver is loaded but reports no GPU");
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int cuda_device_count(lua_State *L)
+{
+  int count = 0;
+  if (cl_driver_try_load(NULL, 0) && CL_CALL(cuDeviceGetCount, (&count)) != CUDA_SUCCESS)
+    count = 0;
+  lua_pushinteger(L, count);
+  return 1;
+}
+
+/* (major, minor) of the CUDA version the driver supports, or nil, reason. */
+static int cuda_driver_version(lua_State *L)
+{
+  char why[512];
+  if (!cl_driver_try_load(why, sizeof why) && driver_version < 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, why);
+    return 2;
+  }
+  lua_pushinteger(L, driver_version / 1000);
+  lua_pushinteger(L, driver_version % 1000 / 10);
+  return 2;
+}
+
+void cl_open_driver(lua_State *L)
+{
+  static const luaL_Reg error_meta[] = {
+    {"__tostring", error_tostring},
+    {NULL, NULL}
+  };
+  static const luaL_Reg functions[] = {
+    {"is_available", cuda_is_available},
+    {"device_count", cuda_device_count},
+    {"driver_version", cuda_driver_version},
+    {NULL, NULL}
+  };
+  luaL_newmetatable(L, CL_ERROR);
+  luaL_setfuncs(L, error_meta, 0);
+  lua_setfield(L, -2, "Error");
+  luaL_setfuncs(L, functions, 0);
+}

@@ -1,0 +1,82 @@
+/* driver.h: the CUDA driver API, opened at run time.
+ *
+ * Nothing in cudalua links libcuda. driver.c dlopen()s it on first use and
+ * fills cl_driver with entry points from cuGetProcAddress, asked for the ABI
+ * of the cuda.h we were compiled against (CUDA_VERSION), so the prototypes
+ * below are exactly the ones the driver hands back.
+ *
+ * Call through CL_TRY, which raises a cuda.Error naming the function:
+ *     CL_TRY(L, cuStreamSynchronize, (s->handle));
+ * or, where an error must not raise (finalizers), through CL_CALL. */
+#ifndef CUDALUA_DRIVER_H
+#define CUDALUA_DRIVER_H
+
+#include <cuda.h>
+#include <lua.h>
+
+#define CL_DRIVER_API(X)                                                    \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)     \
+  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)                     \
+  X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetUuid)            \
+  X(cuDeviceGetPCIBusId) X(cuDevicePrimaryCtxRetain)                        \
+  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize)       \
+  X(cuCtxGetStreamPriorityRange) X(cuMemGetInfo)                            \
+  X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)   \
+  X(cuStreamWaitEvent) X(cuStreamQuery)                                     \
+  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                       \
+  X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime)               \
+  X(cuDeviceGetDefaultMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)       \
+  X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolSetAccess)   \
+  X(cuMemPoolTrimTo) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync)           \
+  X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemAllocManaged)      \
+  X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)                   \
+  X(cuMemsetD32Async) X(cuMemPrefetchAsync) X(cuMemAdvise)                  \
+  X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel)             \
+  X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuFuncGetAttribute)      \
+  X(cuFuncSetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)      \
+  X(cuLaunchKernel) X(cuLaunchKernelEx)                                     \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)      \
+  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)                  \
+  X(cuGraphGetNodes)
+
+/* One field per entry point, typed from cuda.h's own prototype. The name is
+ * pasted (p_##name) so that cuda.h's versioning macros (cuMemAlloc ->
+ * cuMemAlloc_v2) do not rename the field. */
+#define CL_DRIVER_FIELD(name) __typeof__(name) *p_##name;
+struct cl_DriverAPI { CL_DRIVER_API(CL_DRIVER_FIELD) };
+extern struct cl_DriverAPI cl_driver;
+
+/* Load the driver and call cuInit once per process. Raises a cuda.Error
+ * with unavailable = true, naming the cause, when there is no driver. */
+void cl_driver_load(lua_State *L);
+
+/* The same without raising: 1 when the driver works, else 0 with the
+ * reason in why. */
+int cl_driver_try_load(char *why, size_t whysize);
+
+/* Raise a cuda.Error for a failed driver call. */
+int cl_raise(lua_State *L, CUresult r, const char *api);
+
+/* The same, with a detail appended to the message ("... (asked for N bytes)"). */
+int cl_raise_detail(lua_State *L, CUresult r, const char *api, const char *fmt, ...);
+
+/* Raise a cuda.Error that is not a driver result: no driver, no device. */
+int cl_raise_unavailable(lua_State *L, const char *fmt, ...);
+
+/* Push a cuda.Error table (code, name, api, message) without raising. */
+void cl_push_error(lua_State *L, int code, const char *name, const char *api,
+                   const char *message);
+
+static inline void cl_check(lua_State *L, CUresult r, const char *api)
+{
+  if (r != CUDA_SUCCESS)
+    cl_raise(L, r, api);
+}
+
+#define CL_TRY(L, name, args) cl_check((L), cl_driver.p_##name args, #name)
+#define CL_CALL(name, args) (cl_driver.p_##name args)
+
+/* Registers cuda.Error and the driver's module functions. */
+void cl_open_driver(lua_State *L);
+
+#endif

@@ -1,0 +1,7 @@
+/* program.c: stub (being written). */
+#include "cl.h"
+
+void cl_open_program(lua_State *L)
+{
+  (void)L;
+}

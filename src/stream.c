@@ -1,0 +1,284 @@
+/* stream.c: cuda.Stream and cuda.Event.
+ *
+ * record and wait are on the hot path of every pipelined script: with an
+ * event given they allocate nothing. */
+#include <string.h>
+
+#include "cl.h"
+
+static const char *const stream_options[] = {"non_blocking", "priority", NULL};
+static const char *const event_options[] = {"timing", "blocking_sync", NULL};
+
+cl_Stream *cl_check_stream(lua_State *L, int i)
+{
+  return cl_check_open(L, i, CL_STREAM);
+}
+
+cl_Stream *cl_opt_stream(lua_State *L, int i)
+{
+  return lua_isnoneornil(L, i) ? NULL : cl_check_stream(L, i);
+}
+
+cl_Event *cl_check_event(lua_State *L, int i)
+{
+  return cl_check_open(L, i, CL_EVENT);
+}
+
+/* --- creation ------------------------------------------------------------- */
+
+static cl_Event *push_event(lua_State *L, int devi, int timing, int blocking)
+{
+  cl_Device *d = cl_check_device(L, devi);
+  unsigned flags = (timing ? 0 : CU_EVENT_DISABLE_TIMING) | (blocking ? CU_EVENT_BLOCKING_SYNC : 0);
+  cl_device_activate(L, d);
+  cl_Event *ev = lua_newuserdatauv(L, sizeof *ev, 1);
+  memset(ev, 0, sizeof *ev);
+  ev->closed = 1;               /* until the handle exists */
+  luaL_setmetatable(L, CL_EVENT);
+  CL_TRY(L, cuEventCreate, (&ev->handle, flags));
+  ev->closed = 0;
+  ev->dev = d;
+  ev->timing = timing;
+  lua_pushvalue(L, devi);
+  lua_setiuservalue(L, -2, 1);
+  return ev;
+}
+
+/* dev:create_stream{non_blocking = true, priority = 0} */
+static int device_create_stream(lua_State *L)
+{
+  cl_Device *d = cl_check_device(L, 1);
+  cl_check_options(L, 2, stream_options);
+  int non_blocking = cl_opt_boolean(L, 2, "non_blocking", 1);
+  lua_Integer priority = cl_opt_integer(L, 2, "priority", 0);
+  int least = 0, greatest = 0;
+  cl_device_activate(L, d);
+  CL_TRY(L, cuCtxGetStreamPriorityRange, (&least, &greatest));
+  /* greatest is the numerically lowest: clamp into [greatest, least] */
+  if (priority < greatest)
+    priority = greatest;
+  if (priority > least)
+    priority = least;
+  cl_Stream *s = lua_newuserdatauv(L, sizeof *s, 1);
+  memset(s, 0, sizeof *s);
+  s->closed = 1;
+  luaL_setmetatable(L, CL_STREAM);
+  CL_TRY(L, cuStreamCreateWithPriority,
+         (&s->handle, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT, (int)priority));
+  s->closed = 0;
+  s->dev = d;
+  s->priority = (int)priority;
+  s->non_blocking = non_blocking;
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1);
+  return 1;
+}
+
+/* dev:create_event{timing = false, blocking_sync = false} */
+static int device_create_event(lua_State *L)
+{
+  cl_check_device(L, 1);
+  cl_check_options(L, 2, event_options);
+  int timing = cl_opt_boolean(L, 2, "timing", 0);
+  int blocking = cl_opt_boolean(L, 2, "blocking_sync", 0);
+  push_event(L, 1, timing, blocking);
+  return 1;
+}
+
+/* --- Stream --------------------------------------------------------------- */
+
+static int stream_sync(lua_State *L)
+{
+  cl_Stream *s = cl_check_stream(L, 1);
+  CL_TRY(L, cuStreamSynchronize, (s->handle));
+  return 0;
+}
+
+/* s:record([event]) -> event; creates a timing event when given none. */
+static int stream_record(lua_State *L)
+{
+  cl_Stream *s = cl_check_stream(L, 1);
+  cl_Event *ev;
+  if (lua_isnoneornil(L, 2)) {
+    lua_getiuservalue(L, 1, 1);
+    ev = push_event(L, lua_gettop(L), 1, 0);
+  } else {
+    ev = cl_check_event(L, 2);
+    lua_settop(L, 2);
+  }
+  CL_TRY(L, cuEventRecord, (ev->handle, s->handle));
+  ev->recorded = 1;
+  return 1;
+}
+
+/* s:wait(event_or_stream): later work on s waits for it. */
+static int stream_wait(lua_State *L)
+{
+  cl_Stream *s = cl_check_stream(L, 1);
+  cl_Event *ev = luaL_testudata(L, 2, CL_EVENT);
+  if (ev) {
+    if (ev->closed)
+      return luaL_error(L, "%s is closed", CL_EVENT);
+    CL_TRY(L, cuStreamWaitEvent, (s->handle, ev->handle, 0));
+    return 0;
+  }
+  cl_Stream *other = luaL_testudata(L, 2, CL_STREAM);
+  if (!other)
+    return luaL_typeerror(L, 2, "cuda.Event or cuda.Stream");
+  if (other->closed)
+    return luaL_error(L, "%s is closed", CL_STREAM);
+  CUevent tmp;
+  cl_device_activate(L, other->dev);
+  CL_TRY(L, cuEventCreate, (&tmp, CU_EVENT_DISABLE_TIMING));
+  CUresult r = CL_CALL(cuEventRecord, (tmp, other->handle));
+  if (r == CUDA_SUCCESS)
+    r = CL_CALL(cuStreamWaitEvent, (s->handle, tmp, 0));
+  CL_CALL(cuEventDestroy, (tmp));  /* released once the wait is satisfied */
+  cl_check(L, r, "cuStreamWaitEvent");
+  return 0;
+}
+
+static int stream_close(lua_State *L)
+{
+  cl_Stream *s = luaL_checkudata(L, 1, CL_STREAM);
+  if (!s->closed) {
+    s->closed = 1;
+    CL_CALL(cuStreamDestroy, (s->handle));
+    s->handle = NULL;
+  }
+  return 0;
+}
+
+static int stream_tostring(lua_State *L)
+{
+  cl_Stream *s = luaL_checkudata(L, 1, CL_STREAM);
+  if (s->closed)
+    return cl_push_closed_name(L, CL_STREAM);
+  lua_pushfstring(L, "cuda.Stream(%p, device %d, priority %d%s)", (void *)s->handle,
+                  s->dev->ordinal, s->priority, s->non_blocking ? ", non-blocking" : "");
+  return 1;
+}
+
+static int stream_fields(lua_State *L)
+{
+  cl_Stream *s = cl_check_stream(L, 1);
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "handle") == 0)
+    lua_pushinteger(L, (lua_Integer)(uintptr_t)s->handle);
+  else if (strcmp(key, "device") == 0)
+    lua_getiuservalue(L, 1, 1);
+  else if (strcmp(key, "priority") == 0)
+    lua_pushinteger(L, s->priority);
+  else if (strcmp(key, "non_blocking") == 0)
+    lua_pushboolean(L, s->non_blocking);
+  else if (strcmp(key, "is_done") == 0) {
+    CUresult r = CL_CALL(cuStreamQuery, (s->handle));
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+      cl_raise(L, r, "cuStreamQuery");
+    lua_pushboolean(L, r == CUDA_SUCCESS);
+  } else
+    lua_pushnil(L);
+  return 1;
+}
+
+/* --- Event ---------------------------------------------------------------- */
+
+static int event_sync(lua_State *L)
+{
+  cl_Event *ev = cl_check_event(L, 1);
+  CL_TRY(L, cuEventSynchronize, (ev->handle));
+  return 0;
+}
+
+static int event_close(lua_State *L)
+{
+  cl_Event *ev = luaL_checkudata(L, 1, CL_EVENT);
+  if (!ev->closed) {
+    ev->closed = 1;
+    CL_CALL(cuEventDestroy, (ev->handle));
+    ev->handle = NULL;
+  }
+  return 0;
+}
+
+static void check_timing(lua_State *L, cl_Event *ev, const char *which)
+{
+  if (!ev->timing)
+    luaL_error(L, "cannot time events: the %s event was created with timing = false", which);
+  if (!ev->recorded)
+    luaL_error(L, "cannot time events: the %s event was never recorded", which);
+}
+
+/* ev2 - ev1: milliseconds from ev1 to ev2, waiting for both to complete. */
+static int event_sub(lua_State *L)
+{
+  cl_Event *end = cl_check_event(L, 1), *start = cl_check_event(L, 2);
+  float ms = 0;
+  check_timing(L, end, "later (left)");
+  check_timing(L, start, "earlier (right)");
+  CUresult r = CL_CALL(cuEventElapsedTime, (&ms, start->handle, end->handle));
+  if (r == CUDA_ERROR_NOT_READY) {
+    CL_TRY(L, cuEventSynchronize, (start->handle));
+    CL_TRY(L, cuEventSynchronize, (end->handle));
+    r = CL_CALL(cuEventElapsedTime, (&ms, start->handle, end->handle));
+  }
+  cl_check(L, r, "cuEventElapsedTime");
+  lua_pushnumber(L, ms);
+  return 1;
+}
+
+static int event_tostring(lua_State *L)
+{
+  cl_Event *ev = luaL_checkudata(L, 1, CL_EVENT);
+  if (ev->closed)
+    return cl_push_closed_name(L, CL_EVENT);
+  lua_pushfstring(L, "cuda.Event(%p, device %d%s)", (void *)ev->handle, ev->dev->ordinal,
+                  ev->timing ? ", timing" : "");
+  return 1;
+}
+
+static int event_fields(lua_State *L)
+{
+  cl_Event *ev = cl_check_event(L, 1);
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "is_done") == 0) {
+    CUresult r = CL_CALL(cuEventQuery, (ev->handle));
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+      cl_raise(L, r, "cuEventQuery");
+    lua_pushboolean(L, r == CUDA_SUCCESS);
+  } else if (strcmp(key, "handle") == 0)
+    lua_pushinteger(L, (lua_Integer)(uintptr_t)ev->handle);
+  else if (strcmp(key, "device") == 0)
+    lua_getiuservalue(L, 1, 1);
+  else if (strcmp(key, "timing") == 0)
+    lua_pushboolean(L, ev->timing);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
+void cl_open_stream(lua_State *L)
+{
+  static const luaL_Reg stream_meta[] = {
+    {"__gc", stream_close}, {"__close", stream_close}, {"__tostring", stream_tostring},
+    {NULL, NULL}
+  };
+  static const luaL_Reg stream_methods[] = {
+    {"sync", stream_sync}, {"record", stream_record}, {"wait", stream_wait},
+    {"close", stream_close}, {NULL, NULL}
+  };
+  static const luaL_Reg event_meta[] = {
+    {"__gc", event_close}, {"__close", event_close}, {"__tostring", event_tostring},
+    {"__sub", event_sub}, {NULL, NULL}
+  };
+  static const luaL_Reg event_methods[] = {
+    {"sync", event_sync}, {"close", event_close}, {NULL, NULL}
+  };
+  static const luaL_Reg device_methods[] = {
+    {"create_stream", device_create_stream}, {"create_event", device_create_event},
+    {NULL, NULL}
+  };
+  cl_new_type(L, CL_STREAM, stream_meta, stream_methods, stream_fields);
+  cl_new_type(L, CL_EVENT, event_meta, event_methods, event_fields);
+  cl_add_methods(L, CL_DEVICE, device_methods);
+}
