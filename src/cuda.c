@@ -1,5 +1,6 @@
 /* cuda.c: luaopen_cuda, and the handle pattern every type follows. */
 #include <string.h>
+#include <time.h>
 
 #include "cl.h"
 
@@ -145,9 +146,20 @@ const char *cl_opt_string(lua_State *L, int idx, const char *field, const char *
   return v;
 }
 
+/* cuda.clock(): seconds on a monotonic clock, for host-side timing. */
+static int cuda_clock(lua_State *L)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
 int luaopen_cuda(lua_State *L)
 {
   lua_newtable(L);
+  lua_pushcfunction(L, cuda_clock);
+  lua_setfield(L, -2, "clock");
   lua_pushliteral(L, PACKAGE_VERSION);
   lua_setfield(L, -2, "version");
   cl_open_driver(L);
