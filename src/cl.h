@@ -99,6 +99,10 @@ typedef struct cl_MemoryResource {
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
+/* Give memory back to its resource, stream-ordered on s where the
+ * resource is a pool. Never raises: it runs in finalizers too. */
+void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr ptr, CUstream s, int stream_known);
+extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
 
 /* --- buffers (buffer.c) -------------------------------------------------- */
 

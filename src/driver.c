@@ -123,6 +123,9 @@ static void push_driver_error(lua_State *L, CUresult r, const char *api)
   if (cl_driver.p_cuGetErrorName) {
     cl_driver.p_cuGetErrorName(r, &name);
     cl_driver.p_cuGetErrorString(r, &text);
+  } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {  /* host allocations, no driver */
+    name = "CUDA_ERROR_OUT_OF_MEMORY";
+    text = "out of memory";
   }
   cl_push_error(L, (int)r, name ? name : "CUDA_ERROR_UNKNOWN", api,
                 text ? text : "unknown error");

@@ -1,7 +1,372 @@
-/* launch.c: stub (being written). */
+/* launch.c: typed scalars, cuda.LaunchConfig and cuda.launch.
+ *
+ * cuda.launch is the hottest path in cudalua: it checks every argument
+ * against the kernel's parameter sizes (which the driver reports) before
+ * anything is launched, packs them into stack storage and makes one driver
+ * call. It allocates nothing and formats strings only to report an error. */
+#include <string.h>
+
 #include "cl.h"
+
+/* --- typed scalars: cuda.f32(2.5), cuda.u64(n), ... ---------------------------- */
+
+cl_Scalar *cl_test_scalar(lua_State *L, int i)
+{
+  return luaL_testudata(L, i, CL_SCALAR);
+}
+
+static int new_scalar(lua_State *L)
+{
+  cl_DType t = (cl_DType)lua_tointeger(L, lua_upvalueindex(1));
+  luaL_checkany(L, 1);
+  cl_Scalar *sc = lua_newuserdatauv(L, sizeof *sc, 0);
+  memset(sc, 0, sizeof *sc);
+  sc->type = t;
+  cl_dtype_store(L, 1, t, sc->v.bytes);
+  luaL_setmetatable(L, CL_SCALAR);
+  return 1;
+}
+
+static const char *const scalar_functions[CL_NDTYPES] = {
+  "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"
+};
+
+static int scalar_tostring(lua_State *L)
+{
+  cl_Scalar *sc = luaL_checkudata(L, 1, CL_SCALAR);
+  cl_dtype_push(L, sc->type, sc->v.bytes);
+  lua_pushfstring(L, "cuda.%s(%s)", scalar_functions[sc->type], luaL_tolstring(L, -1, NULL));
+  return 1;
+}
+
+static int scalar_fields(lua_State *L)
+{
+  cl_Scalar *sc = luaL_checkudata(L, 1, CL_SCALAR);
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "value") == 0)
+    cl_dtype_push(L, sc->type, sc->v.bytes);
+  else if (strcmp(key, "dtype") == 0)
+    lua_pushstring(L, cl_dtype_names[sc->type]);
+  else if (strcmp(key, "size") == 0)
+    lua_pushinteger(L, cl_dtype_sizes[sc->type]);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
+/* --- cuda.LaunchConfig{grid, block, shmem, cluster, cooperative} ----------------- */
+
+typedef struct LaunchConfig {
+  unsigned grid[3], block[3], cluster[3];
+  unsigned shmem;
+  int has_cluster, cooperative;
+} LaunchConfig;
+
+/* Limits every CUDA GPU of compute capability 5.0 or newer shares; shared
+ * memory and clusters are checked against the launching device. */
+static const lua_Integer block_limit[3] = {1024, 1024, 64};
+static const lua_Integer grid_limit[3] = {2147483647, 65535, 65535};
+static const char *const axis[3] = {"x", "y", "z"};
+
+/* A dimension: a number or {x [, y [, z]]}; absent axes are 1. */
+static void read_dim3(lua_State *L, const char *field, unsigned out[3], const lua_Integer limit[3],
+                      const char *limit_name)
+{
+  lua_getfield(L, 1, field);
+  lua_Integer v[3] = {1, 1, 1};
+  if (lua_type(L, -1) == LUA_TNUMBER) {
+    int isint = 0;
+    v[0] = lua_tointegerx(L, -1, &isint);
+    if (!isint)
+      luaL_error(L, "LaunchConfig: %s must be an integer", field);
+  } else if (lua_istable(L, -1)) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    if (n < 1 || n > 3)
+      luaL_error(L, "LaunchConfig: %s must have 1 to 3 dimensions, got %I", field, n);
+    for (int k = 0; k < n; k++) {
+      lua_rawgeti(L, -1, k + 1);
+      int isint = 0;
+      v[k] = lua_tointegerx(L, -1, &isint);
+      if (!isint)
+        luaL_error(L, "LaunchConfig: %s.%s must be an integer", field, axis[k]);
+      lua_pop(L, 1);
+    }
+  } else
+    luaL_error(L, "LaunchConfig: %s must be a number or {x, y, z}, got %s", field,
+               luaL_typename(L, -1));
+  lua_pop(L, 1);
+  for (int k = 0; k < 3; k++) {
+    if (v[k] < 1)
+      luaL_error(L, "LaunchConfig: %s.%s must be >= 1, got %I", field, axis[k], v[k]);
+    if (limit && v[k] > limit[k])
+      luaL_error(L, "LaunchConfig: %s.%s = %I exceeds the limit (%s[%d] = %I)", field, axis[k],
+                 v[k], limit_name, k + 1, limit[k]);
+    out[k] = (unsigned)v[k];
+  }
+}
+
+static int has_field(lua_State *L, const char *field)
+{
+  int present = lua_getfield(L, 1, field) != LUA_TNIL;
+  lua_pop(L, 1);
+  return present;
+}
+
+static void check_cluster(lua_State *L, const LaunchConfig *c)
+{
+  unsigned size = c->cluster[0] * c->cluster[1] * c->cluster[2];
+  if (size > 8)
+    luaL_error(L, "LaunchConfig: a cluster of %d blocks exceeds the portable limit of 8", (int)size);
+  for (int k = 0; k < 3; k++)
+    if (c->grid[k] % c->cluster[k] != 0)
+      luaL_error(L, "LaunchConfig: grid.%s = %d is not a multiple of cluster.%s = %d", axis[k],
+                 (int)c->grid[k], axis[k], (int)c->cluster[k]);
+}
+
+static int cuda_launch_config(lua_State *L)
+{
+  static const char *const options[] = {"grid", "block", "shmem", "cluster", "cooperative", NULL};
+  luaL_checktype(L, 1, LUA_TTABLE);
+  cl_check_options(L, 1, options);
+  if (!has_field(L, "grid") || !has_field(L, "block"))
+    return luaL_error(L, "LaunchConfig needs grid and block, e.g. cuda.LaunchConfig{grid = 64, block = 256}");
+  LaunchConfig *c = lua_newuserdatauv(L, sizeof *c, 0);
+  memset(c, 0, sizeof *c);
+  read_dim3(L, "grid", c->grid, grid_limit, "max_grid_dim");
+  read_dim3(L, "block", c->block, block_limit, "max_block_dim");
+  lua_Integer threads = (lua_Integer)c->block[0] * c->block[1] * c->block[2];
+  if (threads > 1024)
+    return luaL_error(L, "LaunchConfig: a block of %I threads exceeds the limit "
+                         "(max_threads_per_block = 1024)", threads);
+  lua_Integer shmem = cl_opt_integer(L, 1, "shmem", 0);
+  luaL_argcheck(L, shmem >= 0 && shmem <= 0x7fffffff, 1, "shmem must be >= 0 bytes");
+  c->shmem = (unsigned)shmem;
+  c->cooperative = cl_opt_boolean(L, 1, "cooperative", 0);
+  if (has_field(L, "cluster")) {
+    read_dim3(L, "cluster", c->cluster, NULL, NULL);
+    c->has_cluster = 1;
+    check_cluster(L, c);
+  }
+  luaL_setmetatable(L, CL_LAUNCHCONFIG);
+  return 1;
+}
+
+static void push_dim3(lua_State *L, const unsigned d[3])
+{
+  lua_createtable(L, 3, 0);
+  for (int k = 0; k < 3; k++) {
+    lua_pushinteger(L, d[k]);
+    lua_rawseti(L, -2, k + 1);
+  }
+}
+
+static int config_fields(lua_State *L)
+{
+  LaunchConfig *c = luaL_checkudata(L, 1, CL_LAUNCHCONFIG);
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "grid") == 0)
+    push_dim3(L, c->grid);
+  else if (strcmp(key, "block") == 0)
+    push_dim3(L, c->block);
+  else if (strcmp(key, "cluster") == 0 && c->has_cluster)
+    push_dim3(L, c->cluster);
+  else if (strcmp(key, "shmem") == 0)
+    lua_pushinteger(L, c->shmem);
+  else if (strcmp(key, "cooperative") == 0)
+    lua_pushboolean(L, c->cooperative);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
+static int config_tostring(lua_State *L)
+{
+  LaunchConfig *c = luaL_checkudata(L, 1, CL_LAUNCHCONFIG);
+  lua_pushfstring(L, "cuda.LaunchConfig(grid {%d, %d, %d}, block {%d, %d, %d}, shmem %d)",
+                  (int)c->grid[0], (int)c->grid[1], (int)c->grid[2], (int)c->block[0],
+                  (int)c->block[1], (int)c->block[2], (int)c->shmem);
+  return 1;
+}
+
+/* --- cuda.launch(stream, config, kernel, ...) ------------------------------------- */
+
+static int arg_error(lua_State *L, cl_Kernel *k, int n, const char *fmt, const char *detail,
+                     int size)
+{
+  return luaL_error(L, "cuda.launch: kernel '%s' argument %d: %s", k->name, n,
+                    lua_pushfstring(L, fmt, detail, size));
+}
+
+/* A buffer's device pointer; its memory must be usable on device d. */
+static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *b,
+                        cl_Device *d, uint64_t *slot)
+{
+  if (!cl_buffer_is_open(b))
+    arg_error(L, k, n, "%s", "the cuda.Buffer is closed", 0);
+  if (b->mr->kind == CL_MR_HOST)
+    arg_error(L, k, n, "%s", "pageable host memory cannot be passed to a kernel; "
+                             "use pinned, managed or device memory", 0);
+  if (b->mr->kind != CL_MR_PINNED && b->mr->dev != d)
+    arg_error(L, k, n, "%s", "the buffer belongs to another device than the stream", 0);
+  if (size != 8)
+    arg_error(L, k, n, "%s (the parameter is %d bytes)", "a buffer passes an 8-byte pointer", size);
+  *slot = (uint64_t)b->ptr;
+}
+
+/* A plain number takes the parameter's size: integers as 1/2/4/8-byte
+ * integers (signed or unsigned range), floats as float32 or float64. */
+static void pack_number(lua_State *L, cl_Kernel *k, int i, int n, int size, uint64_t *slot)
+{
+  *slot = 0;
+  if (lua_isinteger(L, i)) {
+    lua_Integer v = lua_tointeger(L, i);
+    lua_Integer lo = size >= 8 ? LUA_MININTEGER : -((lua_Integer)1 << (size * 8 - 1));
+    lua_Integer hi = size >= 8 ? LUA_MAXINTEGER : ((lua_Integer)1 << (size * 8)) - 1;
+    if (size != 1 && size != 2 && size != 4 && size != 8)
+      arg_error(L, k, n, "%s (the parameter is %d bytes)", "a number cannot fill this parameter", size);
+    if (v < lo || v > hi)
+      arg_error(L, k, n, "%s does not fit a %d-byte parameter", luaL_tolstring(L, i, NULL), size);
+    memcpy(slot, &v, (size_t)size);   /* little-endian: the low bytes */
+  } else if (size == 4) {
+    float f = (float)lua_tonumber(L, i);
+    memcpy(slot, &f, 4);
+  } else if (size == 8) {
+    double f = lua_tonumber(L, i);
+    memcpy(slot, &f, 8);
+  } else
+    arg_error(L, k, n, "%s (the parameter is %d bytes); use a typed scalar",
+              "a float is 4 or 8 bytes", size);
+}
+
+static void pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d, uint64_t *slot)
+{
+  int size = k->param_size[n - 1];
+  int type = lua_type(L, i);
+  if (type == LUA_TNUMBER)
+    pack_number(L, k, i, n, size, slot);
+  else if (type == LUA_TUSERDATA) {
+    cl_Buffer *b = cl_test_buffer(L, i);
+    cl_Scalar *sc;
+    if (b)
+      pack_buffer(L, k, n, size, b, d, slot);
+    else if ((sc = cl_test_scalar(L, i)) != NULL) {
+      if (cl_dtype_sizes[sc->type] != size)
+        arg_error(L, k, n, "%s does not match the parameter's %d bytes",
+                  lua_pushfstring(L, "a %d-byte %s", (int)cl_dtype_sizes[sc->type],
+                                  cl_dtype_names[sc->type]), size);
+      memcpy(slot, sc->v.bytes, 8);
+    } else
+      arg_error(L, k, n, "expected a cuda.Buffer, a typed scalar or a number, got %s",
+                luaL_typename(L, i), 0);
+  } else
+    arg_error(L, k, n, "expected a cuda.Buffer, a typed scalar or a number, got %s",
+              luaL_typename(L, i), 0);
+}
+
+static void check_device_limits(lua_State *L, const LaunchConfig *c, cl_Device *d)
+{
+  if ((int)c->shmem > d->max_shmem_optin)
+    luaL_error(L, "cuda.launch: shmem = %d bytes exceeds the device's limit "
+                  "(max_shared_memory_per_block_optin = %d)", (int)c->shmem, d->max_shmem_optin);
+  if (c->has_cluster && !d->cluster_launch)
+    luaL_error(L, "cuda.launch: device %d does not support thread block clusters "
+                  "(cluster_launch = 0; needs compute capability 9.0)", d->ordinal);
+  if (c->cooperative && !d->cooperative_launch)
+    luaL_error(L, "cuda.launch: device %d does not support cooperative launches", d->ordinal);
+}
+
+/* Dynamic shared memory over 48 KiB must be enabled per function. */
+static void enable_shmem(lua_State *L, cl_Kernel *k, CUfunction f, unsigned shmem)
+{
+  CL_TRY(L, cuFuncSetAttribute, (f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shmem));
+  k->shmem_optin = (int)shmem;
+}
+
+static void launch_ex(lua_State *L, const LaunchConfig *c, CUfunction f, CUstream s, void **params)
+{
+  CUlaunchAttribute attrs[2];
+  CUlaunchConfig lc;
+  memset(attrs, 0, sizeof attrs);
+  memset(&lc, 0, sizeof lc);
+  unsigned n = 0;
+  if (c->has_cluster) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = c->cluster[0];
+    attrs[n].value.clusterDim.y = c->cluster[1];
+    attrs[n].value.clusterDim.z = c->cluster[2];
+    n++;
+  }
+  if (c->cooperative) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[n].value.cooperative = 1;
+    n++;
+  }
+  lc.gridDimX = c->grid[0]; lc.gridDimY = c->grid[1]; lc.gridDimZ = c->grid[2];
+  lc.blockDimX = c->block[0]; lc.blockDimY = c->block[1]; lc.blockDimZ = c->block[2];
+  lc.sharedMemBytes = c->shmem;
+  lc.hStream = s;
+  lc.attrs = attrs;
+  lc.numAttrs = n;
+  CL_TRY(L, cuLaunchKernelEx, (&lc, f, params, NULL));
+}
+
+static int cuda_launch(lua_State *L)
+{
+  cl_Stream *s = cl_check_stream(L, 1);
+  const LaunchConfig *c = luaL_checkudata(L, 2, CL_LAUNCHCONFIG);
+  cl_Kernel *k = cl_check_kernel(L, 3);
+  int nargs = lua_gettop(L) - 3;
+  uint64_t storage[CL_MAX_PARAMS];
+  void *params[CL_MAX_PARAMS];
+  if (k->nparams < 0)
+    return luaL_error(L, "cuda.launch: the driver did not report the parameters of kernel '%s'",
+                      k->name);
+  if (nargs != k->nparams)
+    return luaL_error(L, "cuda.launch: kernel '%s' takes %d argument%s, got %d", k->name,
+                      k->nparams, k->nparams == 1 ? "" : "s", nargs);
+  for (int n = 1; n <= nargs; n++) {
+    pack_argument(L, k, 3 + n, n, s->dev, &storage[n - 1]);
+    params[n - 1] = &storage[n - 1];
+  }
+  if (c->shmem > 48 * 1024 || c->has_cluster || c->cooperative)
+    check_device_limits(L, c, s->dev);
+  cl_device_activate(L, s->dev);
+  CUfunction f = cl_kernel_function(L, k, s->dev);
+  if (c->shmem > 48 * 1024 && (int)c->shmem > k->shmem_optin)
+    enable_shmem(L, k, f, c->shmem);
+  if (c->has_cluster || c->cooperative)
+    launch_ex(L, c, f, s->handle, params);
+  else
+    CL_TRY(L, cuLaunchKernel, (f, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1],
+                               c->block[2], c->shmem, s->handle, params, NULL));
+  return 0;
+}
 
 void cl_open_launch(lua_State *L)
 {
-  (void)L;
+  static const luaL_Reg scalar_meta[] = {{"__tostring", scalar_tostring}, {NULL, NULL}};
+  static const luaL_Reg config_meta[] = {{"__tostring", config_tostring}, {NULL, NULL}};
+  cl_new_type(L, CL_SCALAR, scalar_meta, NULL, scalar_fields);
+  cl_new_type(L, CL_LAUNCHCONFIG, config_meta, NULL, config_fields);
+  for (int t = 0; t < CL_NDTYPES; t++) {
+    lua_pushinteger(L, t);
+    lua_pushcclosure(L, new_scalar, 1);
+    lua_setfield(L, -2, scalar_functions[t]);
+  }
+  lua_pushcfunction(L, cuda_launch);
+  lua_setfield(L, -2, "launch");
+  lua_pushcfunction(L, cuda_launch_config);
+  lua_setfield(L, -2, "LaunchConfig");
+}
+
+/* TEMPORARY until program.c lands: weak fallbacks so the tree links. */
+__attribute__((weak)) cl_Kernel *cl_check_kernel(lua_State *L, int i)
+{
+  return cl_check_open(L, i, CL_KERNEL);
+}
+
+__attribute__((weak)) CUfunction cl_kernel_function(lua_State *L, cl_Kernel *k, cl_Device *d)
+{
+  (void)L; (void)d;
+  return k->fn;
 }
