@@ -179,6 +179,31 @@ cl_Kernel *cl_check_kernel(lua_State *L, int i);
 /* The CUfunction of k for device d (whose context is current). */
 CUfunction cl_kernel_function(lua_State *L, cl_Kernel *k, cl_Device *d);
 
+/* --- the compile cache and its hash (cache.c) ----------------------------- */
+
+#define CL_HASH_SIZE 32
+
+typedef struct cl_Hash {
+  uint32_t state[8];
+  uint64_t total;               /* bytes hashed so far */
+  unsigned char block[64];
+  size_t used;                  /* bytes waiting in block */
+} cl_Hash;
+
+/* SHA-256 */
+void cl_hash_init(cl_Hash *h);
+void cl_hash_update(cl_Hash *h, const void *data, size_t len);
+void cl_hash_final(cl_Hash *h, unsigned char out[CL_HASH_SIZE]);
+/* On a hit, push the code and the log and return 1; else return 0. */
+int cl_cache_lookup(lua_State *L, const unsigned char key[CL_HASH_SIZE], int kind);
+/* Store an entry; failures are counted in the stats, never raised. */
+void cl_cache_store(const unsigned char key[CL_HASH_SIZE], int kind, const char *code,
+                    size_t code_len, const char *log, size_t log_len);
+/* cuda.compile_cache_stats() */
+int cl_cache_stats(lua_State *L);
+/* Read a regular file into a new userdata on the stack; NULL with errno. */
+void *cl_push_file(lua_State *L, const char *path, size_t limit, size_t *size);
+
 /* --- typed scalars (launch.c) -------------------------------------------- */
 
 typedef struct cl_Scalar {

@@ -3,6 +3,7 @@
  * Conversions are checked: storing 300 into a uint8, 2^40 into an int32,
  * -1 into a uint64 or a string anywhere raises an error naming the type,
  * never wraps silently. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -65,7 +66,15 @@ static double check_float(lua_State *L, int i, cl_DType t)
 void cl_dtype_store(lua_State *L, int i, cl_DType t, void *dst)
 {
   switch (t) {
-  case CL_F32: { float v = (float)check_float(L, i, t); memcpy(dst, &v, 4); break; }
+  case CL_F32: {
+    double x = check_float(L, i, t);
+    /* a C cast of a finite double beyond float's range is undefined */
+    if (isfinite(x) && fabs(x) > FLT_MAX)
+      range_error(L, i, t);
+    float v = (float)x;
+    memcpy(dst, &v, 4);
+    break;
+  }
   case CL_F64: { double v = check_float(L, i, t); memcpy(dst, &v, 8); break; }
   case CL_I8:  { int8_t v = (int8_t)check_int(L, i, t, INT8_MIN, INT8_MAX); memcpy(dst, &v, 1); break; }
   case CL_I16: { int16_t v = (int16_t)check_int(L, i, t, INT16_MIN, INT16_MAX); memcpy(dst, &v, 2); break; }

@@ -359,14 +359,3 @@ void cl_open_launch(lua_State *L)
   lua_setfield(L, -2, "LaunchConfig");
 }
 
-/* TEMPORARY until program.c lands: weak fallbacks so the tree links. */
-__attribute__((weak)) cl_Kernel *cl_check_kernel(lua_State *L, int i)
-{
-  return cl_check_open(L, i, CL_KERNEL);
-}
-
-__attribute__((weak)) CUfunction cl_kernel_function(lua_State *L, cl_Kernel *k, cl_Device *d)
-{
-  (void)L; (void)d;
-  return k->fn;
-}

@@ -1,3 +1,37 @@
--- dtype (being written)
+-- Element types: names, sizes and checked conversions (shared by views
+-- and typed scalars).
 local t = require "tap"
-t.skip_all("not written yet")
+local cuda = require "cuda"
+
+local sizes = {float32 = 4, float64 = 8, int8 = 1, int16 = 2, int32 = 4, int64 = 8,
+               uint8 = 1, uint16 = 2, uint32 = 4, uint64 = 8}
+for name, size in pairs(sizes) do
+  t.is(cuda.dtype_sizes[name], size, name .. " is " .. size .. " bytes")
+end
+
+-- bounds of every integer type, through typed scalars
+local bounds = {
+  {"i8", -128, 127}, {"i16", -32768, 32767}, {"i32", -2^31 // 1, 2^31 // 1 - 1},
+  {"u8", 0, 255}, {"u16", 0, 65535}, {"u32", 0, 2^32 // 1 - 1},
+}
+for _, b in ipairs(bounds) do
+  local f, lo, hi = cuda[b[1]], b[2], b[3]
+  t.is(f(lo).value, lo, b[1] .. " holds its minimum")
+  t.is(f(hi).value, hi, b[1] .. " holds its maximum")
+  t.raises(function() f(lo - 1) end, "out of range", b[1] .. " rejects minimum - 1")
+  t.raises(function() f(hi + 1) end, "out of range", b[1] .. " rejects maximum + 1")
+end
+t.is(cuda.i64(math.maxinteger).value, math.maxinteger, "i64 maximum")
+t.is(cuda.u64(0).value, 0, "u64 zero")
+t.raises(function() cuda.u64(2^64) end, "out of range", "u64 rejects 2^64")
+t.raises(function() cuda.u64(1.5) end, "out of range", "u64 rejects 1.5")
+t.is(cuda.i32(7.0).value, 7, "a float with an integer value is accepted")
+t.raises(function() cuda.i32(0/0) end, "expects an integer", "NaN is not an integer")
+t.is(cuda.f64(1/3).value, 1/3, "f64 keeps a double exactly")
+local x = 16777217
+t.is(cuda.f32(x).value, 16777216.0, "f32 rounds to float32")
+t.raises(function() cuda.f32(1e39) end, "out of range for float32", "f32 rejects finite values beyond float32")
+t.ok(cuda.f32(math.huge).value == math.huge, "f32 keeps inf")
+t.ok(cuda.f32(0/0).value ~= cuda.f32(0/0).value, "f32 keeps NaN")
+t.raises(function() cuda.f32({}) end, "float32 expects a number, got table", "f32 of a table")
+t.done()

@@ -1,1 +1,102 @@
--- bench (stub)
+-- cuda.bench: repeated timing with summary statistics.
+--
+-- bench.time measures GPU work with CUDA events after a warm-up; bench.host
+-- measures host-side cost (launch overhead) with cuda.clock. Both report
+-- milliseconds and summarise with bench.stats, whose median is the figure
+-- to quote: it ignores the occasional run disturbed by something else.
+local M = {}
+
+-- Summary of a list of numbers: {n, median, mean, std, min, max, samples},
+-- std being the sample standard deviation (0 for a single sample) and
+-- samples a sorted copy.
+function M.stats(samples)
+  local n = #samples
+  assert(n > 0, "bench.stats needs at least one sample")
+  local sorted = table.move(samples, 1, n, 1, {})
+  table.sort(sorted)
+  local sum = 0
+  for i = 1, n do sum = sum + sorted[i] end
+  local mean = sum / n
+  local squares = 0           -- second pass: no cancellation as in sum(x^2) - n*mean^2
+  for i = 1, n do squares = squares + (sorted[i] - mean) ^ 2 end
+  local half = n // 2
+  local median = n % 2 == 1 and sorted[half + 1] or (sorted[half] + sorted[half + 1]) / 2
+  return {
+    n = n, median = median, mean = mean, std = n > 1 and math.sqrt(squares / (n - 1)) or 0.0,
+    min = sorted[1], max = sorted[n], samples = sorted,
+  }
+end
+
+-- A count from the options table; integral floats (3.0) are accepted.
+local function count_option(opts, key, default, least)
+  local value = opts[key]
+  if value == nil then return default end
+  local n = math.tointeger(value)
+  assert(n and n >= least, ("bench: option '%s' must be an integer >= %d"):format(key, least))
+  return n
+end
+
+-- The start/stop events to time with: the caller's (opts.events = {start,
+-- stop}), or a new pair plus a to-be-closed object that frees it.
+local function timing_events(stream, events)
+  if events then
+    assert(events[1] and events[2], "bench.time: events must be {start_event, stop_event}")
+    return events[1], events[2], nil
+  end
+  local device = stream.device
+  local start = device:create_event{timing = true}
+  local stop = device:create_event{timing = true}
+  local closer = setmetatable({}, {__close = function() start:close(); stop:close() end})
+  return start, stop, closer
+end
+
+-- Runs fn(stream) opts.warmup times (default 3), then opts.runs times
+-- (default 10) between two events, waiting for each run to finish; returns
+-- bench.stats of the elapsed milliseconds. Events are created (or passed in
+-- as opts.events) before the loop, so the timed region allocates none.
+function M.time(stream, fn, opts)
+  opts = opts or {}
+  local warmup = count_option(opts, "warmup", 3, 0)
+  local runs = count_option(opts, "runs", 10, 1)
+  local start, stop, owned_events <close> = timing_events(stream, opts.events)
+  for _ = 1, warmup do fn(stream) end
+  stream:sync()
+  local samples = {}
+  for run = 1, runs do
+    stream:record(start)
+    fn(stream)
+    stream:record(stop)
+    stop:sync()
+    samples[run] = stop - start
+  end
+  return M.stats(samples)
+end
+
+-- Host-side cost of one call of fn, in milliseconds: opts.runs (default 10)
+-- batches of opts.inner calls (default 100), each batch's mean per call is
+-- one sample; batches dilute the clock's own cost and resolution. opts.warmup
+-- (default 1) batches run first, untimed.
+function M.host(fn, opts)
+  opts = opts or {}
+  local warmup = count_option(opts, "warmup", 1, 0)
+  local runs = count_option(opts, "runs", 10, 1)
+  local inner = count_option(opts, "inner", 100, 1)
+  local clock = opts.clock or require("cuda").clock
+  for _ = 1, warmup * inner do fn() end
+  local samples = {}
+  for run = 1, runs do
+    local t0 = clock()
+    for _ = 1, inner do fn() end
+    samples[run] = (clock() - t0) * 1000 / inner
+  end
+  return M.stats(samples)
+end
+
+-- "1.23 ms (±0.04)": median, then the sample standard deviation.
+function M.format_ms(stats, digits)
+  digits = digits or 2
+  local fmt = ("%%.%df ms (\u{b1}%%.%df)"):format(digits, digits)
+  return fmt:format(stats.median, stats.std)
+end
+
+return M
