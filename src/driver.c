@@ -32,10 +32,10 @@ static int fail(const char *fmt, ...)
   return 0;
 }
 
-static int lookup(cl_GetProcFn getproc, const char *name, void **pfn)
+static int lookup(cl_GetProcFn getproc, const char *name, int version, void **pfn)
 {
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  CUresult r = getproc(name, pfn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+  CUresult r = getproc(name, pfn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status);
   if (r == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && *pfn)
     return 1;
   return fail("the NVIDIA driver is too old for cudalua: it has no %s for CUDA %d.%d "
@@ -68,9 +68,13 @@ static int load(void)
     return fail("the NVIDIA driver at %s is too old for cudalua "
                 "(it has no cuGetProcAddress_v2; CUDA 12.4 or newer is needed)", path);
 #define CL_LOOKUP(name) \
-  if (!lookup(getproc, #name, (void **)&cl_driver.p_##name)) return 0;
+  if (!lookup(getproc, #name, CUDA_VERSION, (void **)&cl_driver.p_##name)) return 0;
+#define CL_LOOKUP_AT(name, version) \
+  if (!lookup(getproc, #name, version, (void **)&cl_driver.p_##name)) return 0;
   CL_DRIVER_API(CL_LOOKUP)
+  CL_DRIVER_API_AT(CL_LOOKUP_AT)
 #undef CL_LOOKUP
+#undef CL_LOOKUP_AT
   cl_driver.p_cuDriverGetVersion(&driver_version);
   CUresult r = cl_driver.p_cuInit(0);
   if (r != CUDA_SUCCESS)

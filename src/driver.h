@@ -19,7 +19,7 @@
   X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)                     \
   X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetUuid)            \
   X(cuDeviceGetPCIBusId) X(cuDevicePrimaryCtxRetain)                        \
-  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize)       \
+  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)       \
   X(cuCtxGetStreamPriorityRange) X(cuMemGetInfo)                            \
   X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)   \
   X(cuStreamWaitEvent) X(cuStreamQuery)                                     \
@@ -32,18 +32,30 @@
   X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)                   \
   X(cuMemsetD32Async) X(cuMemPrefetchAsync) X(cuMemAdvise)                  \
   X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel)             \
-  X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuFuncGetAttribute)      \
+  X(cuKernelGetFunction) X(cuFuncGetParamInfo) X(cuFuncGetAttribute)      \
   X(cuFuncSetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)      \
   X(cuLaunchKernel) X(cuLaunchKernelEx)                                     \
-  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)      \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)      \
   X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)                  \
   X(cuGraphGetNodes)
+
+/* Entry points whose prototype in cuda.h is older than the newest ABI the
+ * driver has under that name: asked for at the version of the header's
+ * prototype. CUDA 13 gave cuCtxSynchronize a context argument (v13000) but
+ * cuda.h still declares the void one (v2000). Names that cuda.h maps to
+ * another name (cuGraphInstantiate -> cuGraphInstantiateWithFlags) are
+ * listed above under the name they map to, for the same reason. */
+#define CL_DRIVER_API_AT(X) X(cuCtxSynchronize, 2000)
 
 /* One field per entry point, typed from cuda.h's own prototype. The name is
  * pasted (p_##name) so that cuda.h's versioning macros (cuMemAlloc ->
  * cuMemAlloc_v2) do not rename the field. */
 #define CL_DRIVER_FIELD(name) __typeof__(name) *p_##name;
-struct cl_DriverAPI { CL_DRIVER_API(CL_DRIVER_FIELD) };
+#define CL_DRIVER_FIELD_AT(name, version) __typeof__(name) *p_##name;
+struct cl_DriverAPI {
+  CL_DRIVER_API(CL_DRIVER_FIELD)
+  CL_DRIVER_API_AT(CL_DRIVER_FIELD_AT)
+};
 extern struct cl_DriverAPI cl_driver;
 
 /* Load the driver and call cuInit once per process. Raises a cuda.Error

@@ -47,10 +47,10 @@ static int stream_end_capture(lua_State *L)
   luaL_setmetatable(L, CL_GRAPH);
   cl_device_activate(L, s->dev);
   CL_TRY(L, cuStreamEndCapture, (s->handle, &g->graph));
-  CUresult r = CL_CALL(cuGraphInstantiate, (&g->exec, g->graph, 0));
+  CUresult r = CL_CALL(cuGraphInstantiateWithFlags, (&g->exec, g->graph, 0));
   if (r != CUDA_SUCCESS) {
     CL_CALL(cuGraphDestroy, (g->graph));
-    cl_raise(L, r, "cuGraphInstantiate");
+    cl_raise(L, r, "cuGraphInstantiateWithFlags");
   }
   g->closed = 0;
   g->dev = s->dev;

@@ -364,12 +364,18 @@ static void remember_kernel(lua_State *L, int oi, int ki)
   lua_pop(L, 1);
 }
 
-/* Parameter layout from the driver; nparams -1 when it does not say. */
+static CUfunction current_function(lua_State *L, cl_Kernel *k);
+
+/* Parameter layout from the driver, read through the function handle of the
+ * current device: that loads the kernel (libraries load lazily), so the
+ * layout is known. nparams stays -1 when the driver does not say. */
 static void read_params(lua_State *L, cl_Kernel *k, const char *name)
 {
+  CUfunction fn = current_function(L, k);
+  lua_pop(L, 1);
   for (size_t i = 0;; i++) {
     size_t offset = 0, size = 0;
-    CUresult r = CL_CALL(cuKernelGetParamInfo, (k->handle, i, &offset, &size));
+    CUresult r = CL_CALL(cuFuncGetParamInfo, (fn, i, &offset, &size));
     if (r != CUDA_SUCCESS) {
       /* asking one past the last parameter is INVALID_VALUE */
       k->nparams = r == CUDA_ERROR_INVALID_VALUE ? (int)i : -1;

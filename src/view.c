@@ -19,7 +19,9 @@
  *   element is an error. Errors are found before anything is written.
  * - Float division by zero follows IEEE 754 (inf or NaN), no error.
  * - Binary ops need views of the same dtype and length; copy converts
- *   between dtypes.
+ *   between dtypes. An operand may overlap its target (v:mul(v), or two
+ *   ranges of one buffer): elements are then processed first to last, as a
+ *   C loop would (copy alone behaves like memmove).
  * - sum: floats add in double with Neumaier compensation; integers add
  *   exactly (128-bit) and return an integer, or a float when the exact sum
  *   does not fit in int64. min/max return NaN when any element is NaN.
@@ -59,7 +61,10 @@ typedef struct View {
  *   rounding reaches hi. For float32, lo and hi are rounded to float32 first.
  * - integers: r = hi - lo; draws with x < (2^64 - r) mod r are rejected (so
  *   every value is equally likely), then value = lo + x mod r.
- * Elements are filled in order, one accepted draw each. */
+ * Elements are filled in order, one accepted draw each.
+ * "Same seed, same numbers" needs lo + span * u rounded twice, as written:
+ * this file must be built with -ffp-contract=off, or a compiler targeting a
+ * CPU with FMA fuses it (so does iota's start + i * step). */
 
 typedef struct Rng { uint64_t s[4]; } Rng;
 
@@ -351,7 +356,9 @@ static inline double rng_unit(Rng *r)
   SCALAR_KERNEL(div_s, OP_UDIV, S, T, U)                                       \
   VIEW_KERNEL(div_v, OP_UDIV, S, T, U)
 
-/* floor(sqrt(x)), exactly: the double square root is within one of it. */
+/* floor(sqrt(x)), exactly. The double square root can be one too high (x =
+ * k^2 - 1 rounds up to k^2); it is never one too low for 64-bit x, but the
+ * second loop keeps correctness from resting on that rounding argument. */
 static uint64_t isqrt(uint64_t x)
 {
   uint64_t r = (uint64_t)sqrt((double)x);
@@ -442,11 +449,16 @@ static void int_bounds(cl_DType t, int128 *lo, int128 *hi)
   }
 }
 
+static void check_open(lua_State *L, const View *v)
+{
+  if (!cl_buffer_is_open(v->buf))
+    luaL_error(L, "%s is closed", CL_BUFFER);
+}
+
 static View *check_view(lua_State *L, int i)
 {
   View *v = luaL_checkudata(L, i, CL_VIEW);
-  if (!cl_buffer_is_open(v->buf))
-    luaL_error(L, "%s is closed", CL_BUFFER);
+  check_open(L, v);
   return v;
 }
 
@@ -552,12 +564,29 @@ static int view_fields(lua_State *L)
   return 1;
 }
 
-/* __index: v[i] first (the hot path), then methods, then fields. */
+/* The view at slot 1 of __index or __newindex. They keep the metatable in
+ * upvalue `up` and compare it directly: v[i] is the hot path, and
+ * luaL_checkudata looks the metatable up by name on every call. */
+static View *check_self(lua_State *L, int up)
+{
+  View *v = lua_touserdata(L, 1);
+  int ok = v && lua_getmetatable(L, 1);
+  if (ok) {
+    ok = lua_rawequal(L, -1, lua_upvalueindex(up));
+    lua_pop(L, 1);
+  }
+  if (!ok)
+    luaL_checkudata(L, 1, CL_VIEW);   /* raises the usual type error */
+  return v;
+}
+
+/* __index: v[i] first (the hot path), then methods, then fields.
+ * Upvalues: the methods table, the metatable. */
 static int view_index(lua_State *L)
 {
-  View *v = luaL_checkudata(L, 1, CL_VIEW);
+  View *v = check_self(L, 2);
   if (lua_type(L, 2) == LUA_TNUMBER) {
-    check_view(L, 1);
+    check_open(L, v);
     cl_dtype_push(L, v->type, element(v, check_index(L, v, 2)));
     return 1;
   }
@@ -568,10 +597,11 @@ static int view_index(lua_State *L)
   return view_fields(L);
 }
 
-/* __newindex: v[i] = x */
+/* __newindex: v[i] = x. Upvalue: the metatable. */
 static int view_newindex(lua_State *L)
 {
-  View *v = check_view(L, 1);
+  View *v = check_self(L, 1);
+  check_open(L, v);
   if (lua_type(L, 2) != LUA_TNUMBER)
     return luaL_error(L, "cannot assign to field '%s' of %s: index with integers",
                       luaL_tolstring(L, 2, NULL), CL_VIEW);
@@ -967,7 +997,7 @@ static int view_allclose(lua_State *L)
 void cl_open_view(lua_State *L)
 {
   static const luaL_Reg meta[] = {
-    {"__newindex", view_newindex}, {"__len", view_len}, {"__tostring", view_tostring},
+    {"__len", view_len}, {"__tostring", view_tostring},
     {NULL, NULL}
   };
   static const luaL_Reg methods[] = {
@@ -983,8 +1013,12 @@ void cl_open_view(lua_State *L)
    * first; the methods table stays upvalue 1, where cl_add_methods looks. */
   luaL_getmetatable(L, CL_VIEW);
   lua_getfield(L, -1, "__index");
-  lua_pushcclosure(L, view_index, 1);
+  lua_pushvalue(L, -2);
+  lua_pushcclosure(L, view_index, 2);
   lua_setfield(L, -2, "__index");
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, view_newindex, 1);
+  lua_setfield(L, -2, "__newindex");
   lua_pop(L, 1);
   cl_add_methods(L, CL_BUFFER, buffer_methods);
 }

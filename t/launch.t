@@ -37,7 +37,7 @@ t.raises(function() cuda.LaunchConfig{grid = 1, block = 32, shared = 8} end, "un
 t.raises(function() cuda.LaunchConfig(5) end, "table expected", "LaunchConfig(5)")
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 24)
+  t.skip("no CUDA device", 23)
   t.done()
 end
 
@@ -131,7 +131,6 @@ t.raises(function() cuda.launch(s, one, two, f, 1.0, 2) end, "takes 2 arguments,
 t.raises(function() cuda.launch(s, one, two, f, cuda.f64(1)) end, "8%-byte float64 does not match the parameter's 4 bytes", "scalar size mismatch")
 t.raises(function() cuda.launch(s, one, two, cuda.HostMemoryResource():allocate(4), 1.0) end, "pageable host memory", "pageable memory argument")
 t.raises(function() cuda.launch(s, one, two, f, "x") end, "expected a cuda%.Buffer, a typed scalar or a number, got string", "string argument")
-t.raises(function() cuda.launch(s, one, two, 5, 1.0) end, "does not fit|8%-byte", "number for a pointer is sized 8")
 local closed = pinned:allocate(4); closed:close()
 t.raises(function() cuda.launch(s, one, two, closed, 1.0) end, "closed", "closed buffer")
 local dead = dev:create_stream(); dead:close()

@@ -451,6 +451,34 @@ for _, name in ipairs{"int8", "int16", "int32", "int64"} do
   check(x, name .. " a failed sqrt writes nothing", function(i) return ({4, -1, 9})[i] end)
 end
 
+-- integer sqrt next to perfect squares, where a double square root rounds
+for _, name in ipairs{"int32", "int64", "uint32", "uint64"} do
+  local T = TYPES[name]
+  local top = name == "int32" and 46340 or name == "uint32" and 65535
+              or name == "int64" and 3037000499 or 4294967295
+  local a = {0, 1, 2, 3, 4}
+  for _, k in ipairs{top, top - 1, top - 2, math.random(top // 2, top), math.random(2, top)} do
+    a[#a + 1] = k * k
+    a[#a + 1] = k * k - 1
+    if k < top then a[#a + 1] = k * k + 2 * k end   -- (k + 1)^2 - 1
+  end
+  if name == "uint64" then a[#a + 1] = -1 end         -- 2^64 - 1
+  if name == "int64" then a[#a + 1] = math.maxinteger end
+  local x = load(T, a)
+  x.v:sqrt()
+  check(x, name .. " sqrt next to perfect squares", function(i) return isqrt(a[i]) end)
+end
+
+-- integer sums over more than 2^20 elements (blocked accumulation)
+for _, name in ipairs{"int16", "uint32"} do
+  local T = TYPES[name]
+  local n = (1 << 21) + math.random(1, 1000)
+  local v = host:allocate(n * T.size):view(name):random(T.lo, T.hi + 1, math.random(0))
+  local ref = 0
+  for i = 1, n do ref = ref + v[i] end
+  t.is(v:sum(), ref, ("%s sum of %d elements"):format(name, n))
+end
+
 for _, name in ipairs{"int32", "uint8", "uint64"} do
   local T = TYPES[name]
   local x = load(T, {5, 6, 7})
@@ -678,6 +706,10 @@ do
   t.ok(pcall(function() return buf:slice(4, 8):view("float32") end), "aligned slice")
   local view = buf.view
   t.raises(function() view(5, "float32") end, "cuda%.Buffer expected, got number", "view of a non-buffer")
+  local mt = getmetatable(v)
+  t.raises(function() return mt.__index(buf, 1) end, "cuda%.View expected, got cuda%.Buffer", "__index checks its self")
+  t.raises(function() mt.__newindex({}, 1, 1) end, "cuda%.View expected, got table", "__newindex checks its self")
+  t.raises(function() v.fill(buf, 1) end, "cuda%.View expected, got cuda%.Buffer", "methods check their self")
 
   t.raises(function() return v[0] end, "index 0 out of range %(length 10%)", "v[0]")
   t.raises(function() return v[11] end, "index 11 out of range %(length 10%)", "v[#v + 1]")
