@@ -104,6 +104,18 @@ static void check_same_size(lua_State *L, cl_Buffer *a, cl_Buffer *b)
                (lua_Integer)a->size, (lua_Integer)b->size);
 }
 
+/* The buffer at i for the hot copy path; the slow check gives the errors. */
+static cl_Buffer *fast_buffer(lua_State *L, int i)
+{
+  cl_Buffer *b = cl_fast_test(L, i, CL_UV_BUFFER);
+  return b && cl_buffer_is_open(b) ? b : cl_check_buffer(L, i);
+}
+
+static cl_Stream *fast_opt_stream(lua_State *L, int i)
+{
+  return lua_isnoneornil(L, i) ? NULL : cl_fast_check(L, i, CL_UV_STREAM, CL_STREAM);
+}
+
 static void copy(lua_State *L, cl_Buffer *dst, cl_Buffer *src, cl_Stream *s)
 {
   check_same_size(L, src, dst);
@@ -139,14 +151,14 @@ static cl_Buffer *push_like(lua_State *L, int srci, int si)
 /* src:copy_to(dst, stream) -> dst; a nil dst allocates one like src. */
 static int buffer_copy_to(lua_State *L)
 {
-  cl_Buffer *src = cl_check_buffer(L, 1);
-  cl_Stream *s = cl_opt_stream(L, 3);
+  cl_Buffer *src = fast_buffer(L, 1);
+  cl_Stream *s = fast_opt_stream(L, 3);
   cl_Buffer *dst;
   if (lua_isnil(L, 2)) {
     dst = push_like(L, 1, s ? 3 : 0);
     lua_replace(L, 2);
   } else
-    dst = cl_check_buffer(L, 2);
+    dst = fast_buffer(L, 2);
   copy(L, dst, src, s);
   lua_settop(L, 2);
   return 1;
@@ -155,9 +167,9 @@ static int buffer_copy_to(lua_State *L)
 /* dst:copy_from(src, stream) -> dst */
 static int buffer_copy_from(lua_State *L)
 {
-  cl_Buffer *dst = cl_check_buffer(L, 1);
-  cl_Buffer *src = cl_check_buffer(L, 2);
-  copy(L, dst, src, cl_opt_stream(L, 3));
+  cl_Buffer *dst = fast_buffer(L, 1);
+  cl_Buffer *src = fast_buffer(L, 2);
+  copy(L, dst, src, fast_opt_stream(L, 3));
   lua_settop(L, 1);
   return 1;
 }

@@ -224,11 +224,41 @@ cl_Scalar *cl_test_scalar(lua_State *L, int i);
  * called as fields(L) with (self, key) for keys that are not methods. */
 void cl_new_type(lua_State *L, const char *tname, const luaL_Reg *meta,
                  const luaL_Reg *methods, lua_CFunction fields);
+/* luaL_checkudata, then "cuda.X is closed" for a closed handle. */
+void *cl_check_open(lua_State *L, int i, const char *tname);
+
+/* Fast type checks for the hot paths (launch, copies, record). Every method
+ * and module function is registered with the metatables of these types as
+ * upvalues, so a check is one metatable comparison instead of a registry
+ * lookup by name. Only functions registered through cl_new_type,
+ * cl_add_methods or cl_setfuncs may use them. */
+enum { CL_UV_BUFFER = 1, CL_UV_STREAM, CL_UV_EVENT, CL_UV_SCALAR, CL_UV_CONFIG,
+       CL_UV_KERNEL, CL_UV_GRAPH, CL_NUV = CL_UV_GRAPH };
+void cl_setfuncs(lua_State *L, const luaL_Reg *fns);
+
+/* The userdata at i if its metatable is upvalue uv, else NULL. */
+static inline void *cl_fast_test(lua_State *L, int i, int uv)
+{
+  void *p = lua_touserdata(L, i);
+  if (p == NULL || !lua_getmetatable(L, i))
+    return NULL;
+  const void *mt = lua_topointer(L, -1);   /* cheaper than lua_rawequal */
+  lua_pop(L, 1);
+  return mt == lua_topointer(L, lua_upvalueindex(uv)) ? p : NULL;
+}
+
+/* An open handle of type uv (named tname), or the usual errors. */
+static inline void *cl_fast_check(lua_State *L, int i, int uv, const char *tname)
+{
+  int *h = cl_fast_test(L, i, uv);
+  if (h == NULL || *h)
+    h = cl_check_open(L, i, tname);
+  return h;
+}
+
 /* Add methods to a type registered earlier (Device gets create_stream
  * from stream.c, ...). */
 void cl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods);
-/* luaL_checkudata, then "cuda.X is closed" for a closed handle. */
-void *cl_check_open(lua_State *L, int i, const char *tname);
 /* "cuda.X(detail)" or "cuda.X (closed)" for __tostring. */
 int cl_push_closed_name(lua_State *L, const char *tname);
 

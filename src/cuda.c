@@ -21,6 +21,20 @@ static int handle_index(lua_State *L)
   return fields ? fields(L) : 0;
 }
 
+/* The metatables the fast checks compare with, in CL_UV_* order. */
+static const char *const upvalue_types[CL_NUV] = {
+  CL_BUFFER, CL_STREAM, CL_EVENT, CL_SCALAR, CL_LAUNCHCONFIG, CL_KERNEL, CL_GRAPH
+};
+
+/* Set fns into the table on the top of the stack, each with the metatables
+ * as upvalues (created here if their type is not registered yet). */
+void cl_setfuncs(lua_State *L, const luaL_Reg *fns)
+{
+  for (int k = 0; k < CL_NUV; k++)
+    luaL_newmetatable(L, upvalue_types[k]);
+  luaL_setfuncs(L, fns, CL_NUV);
+}
+
 void cl_new_type(lua_State *L, const char *tname, const luaL_Reg *meta,
                  const luaL_Reg *methods, lua_CFunction fields)
 {
@@ -29,7 +43,7 @@ void cl_new_type(lua_State *L, const char *tname, const luaL_Reg *meta,
     luaL_setfuncs(L, meta, 0);
   lua_newtable(L);
   if (methods)
-    luaL_setfuncs(L, methods, 0);
+    cl_setfuncs(L, methods);
   if (fields) {
     lua_pushcfunction(L, fields);
     lua_pushcclosure(L, handle_index, 2);
@@ -46,7 +60,7 @@ void cl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods)
     lua_getupvalue(L, -1, 1);
     lua_remove(L, -2);
   }
-  luaL_setfuncs(L, methods, 0);
+  cl_setfuncs(L, methods);
   lua_pop(L, 2);
 }
 

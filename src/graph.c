@@ -62,8 +62,8 @@ static int stream_end_capture(lua_State *L)
 /* g:launch(stream) */
 static int graph_launch(lua_State *L)
 {
-  Graph *g = check_graph(L, 1);
-  cl_Stream *s = cl_check_stream(L, 2);
+  Graph *g = cl_fast_check(L, 1, CL_UV_GRAPH, CL_GRAPH);
+  cl_Stream *s = cl_fast_check(L, 2, CL_UV_STREAM, CL_STREAM);
   if (s->dev != g->dev)
     return luaL_argerror(L, 2, "the stream belongs to another device than the graph");
   cl_device_activate(L, s->dev);

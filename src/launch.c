@@ -238,26 +238,32 @@ static void pack_number(lua_State *L, cl_Kernel *k, int i, int n, int size, uint
               "a float is 4 or 8 bytes", size);
 }
 
+/* The metatable of the value at i, as a pointer to compare; NULL if none. */
+static const void *metatable_of(lua_State *L, int i)
+{
+  if (!lua_getmetatable(L, i))
+    return NULL;
+  const void *mt = lua_topointer(L, -1);
+  lua_pop(L, 1);
+  return mt;
+}
+
 static void pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d, uint64_t *slot)
 {
   int size = k->param_size[n - 1];
   int type = lua_type(L, i);
+  const void *mt = type == LUA_TUSERDATA ? metatable_of(L, i) : NULL;
   if (type == LUA_TNUMBER)
     pack_number(L, k, i, n, size, slot);
-  else if (type == LUA_TUSERDATA) {
-    cl_Buffer *b = cl_test_buffer(L, i);
-    cl_Scalar *sc;
-    if (b)
-      pack_buffer(L, k, n, size, b, d, slot);
-    else if ((sc = cl_test_scalar(L, i)) != NULL) {
-      if (cl_dtype_sizes[sc->type] != size)
-        arg_error(L, k, n, "%s does not match the parameter's %d bytes",
-                  lua_pushfstring(L, "a %d-byte %s", (int)cl_dtype_sizes[sc->type],
-                                  cl_dtype_names[sc->type]), size);
-      memcpy(slot, sc->v.bytes, 8);
-    } else
-      arg_error(L, k, n, "expected a cuda.Buffer, a typed scalar or a number, got %s",
-                luaL_typename(L, i), 0);
+  else if (mt && mt == lua_topointer(L, lua_upvalueindex(CL_UV_BUFFER)))
+    pack_buffer(L, k, n, size, lua_touserdata(L, i), d, slot);
+  else if (mt && mt == lua_topointer(L, lua_upvalueindex(CL_UV_SCALAR))) {
+    cl_Scalar *sc = lua_touserdata(L, i);
+    if (cl_dtype_sizes[sc->type] != size)
+      arg_error(L, k, n, "%s does not match the parameter's %d bytes",
+                lua_pushfstring(L, "a %d-byte %s", (int)cl_dtype_sizes[sc->type],
+                                cl_dtype_names[sc->type]), size);
+    memcpy(slot, sc->v.bytes, 8);
   } else
     arg_error(L, k, n, "expected a cuda.Buffer, a typed scalar or a number, got %s",
               luaL_typename(L, i), 0);
@@ -312,9 +318,11 @@ static void launch_ex(lua_State *L, const LaunchConfig *c, CUfunction f, CUstrea
 
 static int cuda_launch(lua_State *L)
 {
-  cl_Stream *s = cl_check_stream(L, 1);
-  const LaunchConfig *c = luaL_checkudata(L, 2, CL_LAUNCHCONFIG);
-  cl_Kernel *k = cl_check_kernel(L, 3);
+  cl_Stream *s = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
+  const LaunchConfig *c = cl_fast_test(L, 2, CL_UV_CONFIG);
+  cl_Kernel *k = cl_fast_check(L, 3, CL_UV_KERNEL, CL_KERNEL);
+  if (c == NULL)
+    c = luaL_checkudata(L, 2, CL_LAUNCHCONFIG);
   int nargs = lua_gettop(L) - 3;
   uint64_t storage[CL_MAX_PARAMS];
   void *params[CL_MAX_PARAMS];
@@ -353,9 +361,9 @@ void cl_open_launch(lua_State *L)
     lua_pushcclosure(L, new_scalar, 1);
     lua_setfield(L, -2, scalar_functions[t]);
   }
-  lua_pushcfunction(L, cuda_launch);
-  lua_setfield(L, -2, "launch");
-  lua_pushcfunction(L, cuda_launch_config);
-  lua_setfield(L, -2, "LaunchConfig");
+  static const luaL_Reg functions[] = {
+    {"launch", cuda_launch}, {"LaunchConfig", cuda_launch_config}, {NULL, NULL}
+  };
+  cl_setfuncs(L, functions);
 }
 

@@ -97,13 +97,13 @@ static int stream_sync(lua_State *L)
 /* s:record([event]) -> event; creates a timing event when given none. */
 static int stream_record(lua_State *L)
 {
-  cl_Stream *s = cl_check_stream(L, 1);
+  cl_Stream *s = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
   cl_Event *ev;
   if (lua_isnoneornil(L, 2)) {
     lua_getiuservalue(L, 1, 1);
     ev = push_event(L, lua_gettop(L), 1, 0);
   } else {
-    ev = cl_check_event(L, 2);
+    ev = cl_fast_check(L, 2, CL_UV_EVENT, CL_EVENT);
     lua_settop(L, 2);
   }
   CL_TRY(L, cuEventRecord, (ev->handle, s->handle));
@@ -114,8 +114,8 @@ static int stream_record(lua_State *L)
 /* s:wait(event_or_stream): later work on s waits for it. */
 static int stream_wait(lua_State *L)
 {
-  cl_Stream *s = cl_check_stream(L, 1);
-  cl_Event *ev = luaL_testudata(L, 2, CL_EVENT);
+  cl_Stream *s = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
+  cl_Event *ev = cl_fast_test(L, 2, CL_UV_EVENT);
   if (ev) {
     if (ev->closed)
       return luaL_error(L, "%s is closed", CL_EVENT);
