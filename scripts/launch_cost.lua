@@ -60,6 +60,8 @@ parser:option("--batch", ("Calls per timed batch (1..%d); graph replays are time
   "batches of max(1, batch // 10)."):format(MAX_BATCH), tostring(DEFAULT_BATCH))
   :convert(batch_size)
 parser:option("--device", "Device ordinal.", "0"):convert(device_ordinal)
+parser:option("--rounds", "Rounds in which cudalua and the reference take turns.", "3")
+  :convert(cli.positive_integer)
 parser:option("--json", "Also write the figures to this JSON file."):argname("<file>")
 local args = cli.parse(parser, arg)
 
@@ -133,11 +135,6 @@ end
 local kernel_path = cuda.find_kernel("empty.cu") or fail("cannot find the kernel source empty.cu")
 local kernels_dir = kernel_path:match("^(.*)/[^/]*$") or "."
 
--- Run the reference first: it fails fast, before our measurements.
-local reference, reference_header
-if args.reference then
-  reference, reference_header = run_reference(args.reference, kernels_dir)
-end
 
 local dev = cuda.Device(args.device)
 dev:set_current()
@@ -247,14 +244,51 @@ local function time_gpu_ms(issue, count)
   return summarize(samples)
 end
 
-local results = {}
-results.launch_empty = time_host_per_call(launch_empty, args.batch)
-results.launch_4params = time_host_per_call(launch_empty4, args.batch)
-results.memcpy_htod_4k = time_host_per_call(copy_small, args.batch)
-results.event_record = time_host_per_call(record_marker, args.batch)
-results.graph100_replay_host = time_host_per_call(replay_graph, GRAPH_BATCH)
-results.graph100_gpu_ms = time_gpu_ms(replay_graph, 1)
-results.direct100_gpu_ms = time_gpu_ms(launch_empty4, GRAPH_LAUNCHES)
+local function measure_ours()
+  return {
+    launch_empty = time_host_per_call(launch_empty, args.batch),
+    launch_4params = time_host_per_call(launch_empty4, args.batch),
+    memcpy_htod_4k = time_host_per_call(copy_small, args.batch),
+    event_record = time_host_per_call(record_marker, args.batch),
+    graph100_replay_host = time_host_per_call(replay_graph, GRAPH_BATCH),
+    graph100_gpu_ms = time_gpu_ms(replay_graph, 1),
+    direct100_gpu_ms = time_gpu_ms(launch_empty4, GRAPH_LAUNCHES),
+  }
+end
+
+local function median_of(list)
+  table.sort(list)
+  local n = #list
+  return n % 2 == 1 and list[(n + 1) // 2] or (list[n // 2] + list[n // 2 + 1]) / 2
+end
+
+-- One figure per key over the rounds: the median of the rounds' medians,
+-- the smallest min, the median p90.
+local function combine(rounds)
+  local out = {}
+  for _, f in ipairs(FIGURES) do
+    local medians, mins, p90s = {}, {}, {}
+    for i, r in ipairs(rounds) do
+      medians[i], mins[i], p90s[i] = r[f.key].median, r[f.key].min, r[f.key].p90
+    end
+    out[f.key] = {median = median_of(medians), min = math.min(table.unpack(mins)), p90 = median_of(p90s)}
+  end
+  return out
+end
+
+-- The machine's speed drifts between runs of a few seconds, so the
+-- reference and cudalua take turns, round after round, and each side's
+-- figure is its median over the rounds. The reference runs first: a broken
+-- one fails before any time is spent here.
+local ours, theirs, reference_header = {}, {}, nil
+for round = 1, args.rounds do
+  if args.reference then
+    theirs[round], reference_header = run_reference(args.reference, kernels_dir)
+  end
+  ours[round] = measure_ours()
+end
+local results = combine(ours)
+local reference = args.reference and combine(theirs) or nil
 
 -- --- verification ------------------------------------------------------------------
 
@@ -286,9 +320,9 @@ end
 local major, minor = cuda.driver_version()
 print(("launch_cost: %s (device %d, sm_%s), driver %d.%d, cudalua %s"):format(
   dev.name, dev.id, dev.arch, major, minor, cuda.version))
-print(("%d repeats of batches of %d calls (graph replays: %d per batch) after %d warm-up " ..
-  "batches; non-blocking stream; grid 1, block 32"):format(args.repeats, args.batch,
-  GRAPH_BATCH, WARMUP_BATCHES))
+print(("%d rounds of %d repeats of batches of %d calls (graph replays: %d per batch) after %d " ..
+  "warm-up batches; non-blocking stream; grid 1, block 32"):format(args.rounds, args.repeats,
+  args.batch, GRAPH_BATCH, WARMUP_BATCHES))
 if reference_header then
   for _, line in ipairs(reference_header) do print(line) end
 end

@@ -82,7 +82,10 @@ end
 --   "breadth"  the same streams, issued stage by stage: every copy in, then
 --              every kernel, then every copy out;
 --   "engines"  one stream per engine (copy in, compute, copy out) chained
---              by events per chunk, so each engine works back to back.
+--              by events per chunk, so each engine works back to back;
+--   "pairs"    the same with two streams for each copy direction, taking
+--              chunks in turn, so one copy's setup overlaps the other's
+--              transfer (each copy costs a few microseconds on top).
 -- A ramp makes the first and last chunks small (1/2, 1/4, ... of a body
 -- chunk), so the pipeline fills and drains quickly.
 
@@ -114,6 +117,8 @@ local function describe(sched)
   local ramp = sched.ramp > 0 and (", ramp %d"):format(sched.ramp) or ""
   if sched.kind == "engines" then
     return ("3 engine streams, %d chunks%s"):format(#sched.chunks, ramp)
+  elseif sched.kind == "pairs" then
+    return ("2+1+2 copy/compute/copy streams, %d chunks%s"):format(#sched.chunks, ramp)
   end
   local order = sched.kind == "breadth" and ", breadth-first" or ""
   return ("%d streams%s%s"):format(sched.nstreams, order, ramp)
@@ -135,8 +140,11 @@ end
 local function make_schedule(ctx, kind, nchunks, ramp, nstreams)
   local sched = {kind = kind, ramp = ramp or 0}
   sched.chunks = prepare_chunks(ctx.data, split(ctx.data.n, chunk_weights(nchunks, sched.ramp)))
-  sched.nstreams = kind == "engines" and 3 or (nstreams or nchunks)
+  sched.nstreams = kind == "engines" and 3 or kind == "pairs" and 5 or (nstreams or nchunks)
   sched.streams = {table.unpack(ctx.streams, 1, sched.nstreams)}
+  sched.rows = kind == "engines" and {"H2D engine", "compute", "D2H engine"}
+            or kind == "pairs" and {"H2D 1", "H2D 2", "compute", "D2H 1", "D2H 2"}
+            or {table.unpack(ctx.rows, 1, sched.nstreams)}
   sched.name = describe(sched)
   return sched
 end
@@ -236,7 +244,30 @@ local function issue_engines(ctx, sched, tl)
   join(ctx, sched.streams)
 end
 
-local ISSUE = {streams = issue_depth_first, breadth = issue_breadth_first, engines = issue_engines}
+-- Streams 1-2 copy in, 3 computes, 4-5 copy out; chunk i uses copy
+-- streams 1 + i % 2 and 4 + i % 2.
+local PAIR_ROWS = {h2d = {"H2D 1", "H2D 2"}, d2h = {"D2H 1", "D2H 2"}}
+
+local function issue_pairs(ctx, sched, tl)
+  local st = sched.streams
+  local comp = st[3]
+  local copied, computed = ctx.copied_events, ctx.computed_events
+  fork(ctx, st)
+  for i, c in ipairs(sched.chunks) do
+    local h2d, d2h = st[1 + i % 2], st[4 + i % 2]
+    span(tl, h2d, PAIR_ROWS.h2d[1 + i % 2], "H2D", copy_in, c, h2d)
+    h2d:record(copied[i])
+    comp:wait(copied[i])
+    span(tl, comp, "compute", "kernel", compute, ctx, c, comp)
+    comp:record(computed[i])
+    d2h:wait(computed[i])
+    span(tl, d2h, PAIR_ROWS.d2h[1 + i % 2], "D2H", copy_out, c, d2h)
+  end
+  join(ctx, st)
+end
+
+local ISSUE = {streams = issue_depth_first, breadth = issue_breadth_first, engines = issue_engines,
+               pairs = issue_pairs}
 
 -- The function bench.time calls: a direct issue, or the replay of a graph
 -- captured once from the same issue function.
@@ -328,6 +359,9 @@ local function candidates()
   for _, n in ipairs{3, 4, 5, 6, 8, 10, 12, 16, 20, 24} do
     for ramp = 0, 6 do list[#list + 1] = {"engines", n, ramp} end
   end
+  for _, n in ipairs{8, 12, 16, 20, 24, 32, 40, 48} do
+    for ramp = 0, 2 do list[#list + 1] = {"pairs", n, ramp} end
+  end
   for _, k in ipairs{4, 8, 16} do
     for _, ramp in ipairs{0, 3} do
       list[#list + 1] = {"streams", k, ramp, k}
@@ -395,10 +429,11 @@ local function draw_timeline(ctx, sched)
   local spans = tl:collect()
   if args.timeline then
     print(("--- Timeline: %s ---"):format(sched.name))
-    print(timeline.gantt(spans, {width = tonumber(os.getenv("COLUMNS")) or 100}))
+    print(timeline.gantt(spans, {width = tonumber(os.getenv("COLUMNS")) or 100, rows = sched.rows}))
   end
   if args.trace then
-    timeline.write_chrome_trace(args.trace, spans, {process_name = "streaming_overlap: " .. sched.name})
+    timeline.write_chrome_trace(args.trace, spans, {process_name = "streaming_overlap: " .. sched.name,
+                                                   rows = sched.rows})
     say(("Trace of one run written to %s (open it in https://ui.perfetto.dev)"):format(args.trace))
   end
 end
@@ -427,7 +462,7 @@ local function main()
   -- streams, events and the whole-array "chunk", made once
   local most = 3
   for _, k in ipairs(args.streams) do most = math.max(most, k) end
-  if args.auto then most = math.max(most, 32) end
+  if args.auto then most = math.max(most, 16) end
   ctx.streams, ctx.rows, ctx.join_events = {ctx.main}, {"stream 1"}, {}
   for i = 2, most do
     ctx.streams[i], ctx.rows[i] = dev:create_stream(), "stream " .. i
