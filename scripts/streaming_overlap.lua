@@ -426,25 +426,29 @@ local function pick_best(ctx, scored)
   return best
 end
 
--- Returns the best schedule that moves data with the copy engines, and the
--- best of all (which may let the SMs move it).
+-- Returns the best schedule that moves data with the copy engines, the best
+-- of all (which may let the SMs move it), and every candidate's median.
 local function auto_search(ctx)
   local list = candidates()
   local progress = cli.progress(#list, "searching schedules")
-  local engines, all = {}, {}
+  local engines, others, table_ = {}, {}, {}
   for _, c in ipairs(list) do
     local sched = make_schedule(ctx, c[1], c[2], c[3], c[4])
     local stats = run_schedule(ctx, sched, 5)
     local entry = {sched = sched, median = stats.median}
-    all[#all + 1] = entry
-    if USES_COPY_ENGINES[sched.kind] then engines[#engines + 1] = entry end
+    table.insert(USES_COPY_ENGINES[sched.kind] and engines or others, entry)
+    table_[#table_ + 1] = {name = sched.name, kind = sched.kind, median_ms = stats.median}
     progress:step(1)
   end
   progress:done()
   local best_engines = pick_best(ctx, engines)
-  local best_all = pick_best(ctx, all)
+  local best_all = best_engines
+  if #others > 0 then
+    local best_other = pick_best(ctx, others)
+    if best_other.stats.median < best_engines.stats.median then best_all = best_other end
+  end
   best_engines.tried, best_all.tried = #engines, #list
-  return best_engines, best_all
+  return best_engines, best_all, table_
 end
 
 -- --- output ------------------------------------------------------------------------------
@@ -568,22 +572,24 @@ local function main()
   }
 
   if args.auto then
-    local found_engines, found_all = auto_search(ctx)
-    report.auto = {}
-    for _, found in ipairs{found_engines, found_all} do
+    local found_engines, found_all, candidates_measured = auto_search(ctx)
+    report.auto = {candidates = candidates_measured}
+    local function settle(found, label)
       local v = verify(ctx, found.fn)
       local r = result(ctx, found.sched.name, found.stats, v)
       r.tried, r.kind = found.tried, found.sched.kind
       all_passed = all_passed and v.passed
-      if found == found_engines then
-        report.auto.copy_engines = r
-        print(("Best copy-engine schedule (--auto, %d tried): %s"):format(found.tried, streamed_line(r)))
-      else
-        report.auto.best = r
-        print(("Best of all schedules (--auto, %d tried): %s"):format(found.tried, streamed_line(r)))
-      end
+      print(("%s (--auto, %d tried): %s"):format(label, found.tried, streamed_line(r)))
       print(verification_line(v))
       if not best or r.median_ms < best.result.median_ms then best = {sched = found.sched, result = r} end
+      return r
+    end
+    report.auto.copy_engines = settle(found_engines, "Best copy-engine schedule")
+    if found_all ~= found_engines then
+      report.auto.best = settle(found_all, "Best of all schedules")
+    else
+      report.auto.best = report.auto.copy_engines
+      print("No schedule that lets the SMs move the data (direct, zero-copy) did better.")
     end
   end
   if best and (args.timeline or args.trace) then draw_timeline(ctx, best.sched) end
