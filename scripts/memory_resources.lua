@@ -25,13 +25,6 @@ local function status(ok, detail)
   return (ok and "PASSED" or "FAILED") .. (detail and (" (" .. detail .. ")") or "")
 end
 
-local function load_kernel(dev)
-  local path = cuda.find_kernel("scale_and_bias.cu")
-  local f <close> = assert(io.open(path, "r"))
-  local program = cuda.Program(f:read("a"), "c++", {arch = "sm_" .. dev.arch, name = "scale_and_bias.cu"})
-  return program:compile("cubin"):get_kernel("scale_and_bias")
-end
-
 -- The expected result, computed on the host in float32.
 local function expected(host, input, scale, bias)
   local want = host:allocate(input.buffer.size):view("float32")
@@ -199,7 +192,7 @@ local n = args.elements
 print(("Elements per demo: %s (%s)"):format(cli.format_int(n), cli.format_bytes(n * 4)))
 local ctx = {
   dev = dev, n = n, stream = dev:create_stream(), host = cuda.HostMemoryResource(),
-  kernel = load_kernel(dev), config = cuda.LaunchConfig{grid = (n + BLOCK - 1) // BLOCK, block = BLOCK},
+  kernel = require("cuda.kernels").load(dev, "scale_and_bias.cu", "scale_and_bias"), config = cuda.LaunchConfig{grid = (n + BLOCK - 1) // BLOCK, block = BLOCK},
   seed = (os.time() ~ math.floor(cuda.clock() * 1e6)) % 2^31,
 }
 print()

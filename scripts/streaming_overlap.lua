@@ -39,13 +39,6 @@ local function say(...) if not args.quiet then print(...) end end
 
 -- --- setup -------------------------------------------------------------------
 
-local function compile_kernel(dev)
-  local path = cuda.find_kernel("vector_scale.cu")
-  local f <close> = assert(io.open(path, "r"))
-  local program = cuda.Program(f:read("a"), "c++", {arch = "sm_" .. dev.arch, name = "vector_scale.cu"})
-  return program:compile("cubin"):get_kernel("vector_scale")
-end
-
 -- Host and device buffers, the input drawn fresh, the reference computed
 -- on the host in float32 with the same operations as the kernel.
 local function make_data(dev, stream, n)
@@ -240,42 +233,25 @@ local function issue_breadth_first(ctx, sched, tl)
   join(ctx, streams)
 end
 
--- One stream per engine; per chunk, compute waits for its copy in and the
--- copy out waits for its compute.
+-- Copy streams per direction (1 for "engines", 2 for "pairs") around one
+-- compute stream; chunk i takes the copy streams in turn. Per chunk, the
+-- kernel waits for its copy in and the copy out waits for its kernel.
+-- Stream and row layout: copy-in streams, compute, copy-out streams.
 local function issue_engines(ctx, sched, tl)
-  local h2d, comp, d2h = ctx.streams[1], ctx.streams[2], ctx.streams[3]
-  local copied, computed = ctx.copied_events, ctx.computed_events
-  fork(ctx, sched.streams)
-  for i, c in ipairs(sched.chunks) do
-    span(tl, h2d, "H2D engine", "H2D", copy_in, c, h2d)
-    h2d:record(copied[i])
-    comp:wait(copied[i])
-    span(tl, comp, "compute", "kernel", compute, ctx, c, comp)
-    comp:record(computed[i])
-    d2h:wait(computed[i])
-    span(tl, d2h, "D2H engine", "D2H", copy_out, c, d2h)
-  end
-  join(ctx, sched.streams)
-end
-
--- Streams 1-2 copy in, 3 computes, 4-5 copy out; chunk i uses copy
--- streams 1 + i % 2 and 4 + i % 2.
-local PAIR_ROWS = {h2d = {"H2D 1", "H2D 2"}, d2h = {"D2H 1", "D2H 2"}}
-
-local function issue_pairs(ctx, sched, tl)
-  local st = sched.streams
-  local comp = st[3]
+  local st, rows, k = sched.streams, sched.rows, (#sched.streams - 1) // 2
+  local comp = st[k + 1]
   local copied, computed = ctx.copied_events, ctx.computed_events
   fork(ctx, st)
   for i, c in ipairs(sched.chunks) do
-    local h2d, d2h = st[1 + i % 2], st[4 + i % 2]
-    span(tl, h2d, PAIR_ROWS.h2d[1 + i % 2], "H2D", copy_in, c, h2d)
+    local j = (i - 1) % k + 1
+    local h2d, d2h = st[j], st[k + 1 + j]
+    span(tl, h2d, rows[j], "H2D", copy_in, c, h2d)
     h2d:record(copied[i])
     comp:wait(copied[i])
-    span(tl, comp, "compute", "kernel", compute, ctx, c, comp)
+    span(tl, comp, rows[k + 1], "kernel", compute, ctx, c, comp)
     comp:record(computed[i])
     d2h:wait(computed[i])
-    span(tl, d2h, PAIR_ROWS.d2h[1 + i % 2], "D2H", copy_out, c, d2h)
+    span(tl, d2h, rows[k + 1 + j], "D2H", copy_out, c, d2h)
   end
   join(ctx, st)
 end
@@ -303,7 +279,7 @@ local function issue_zerocopy(ctx, sched, tl)
 end
 
 local ISSUE = {streams = issue_depth_first, breadth = issue_breadth_first, engines = issue_engines,
-               pairs = issue_pairs, direct = issue_direct, zerocopy = issue_zerocopy}
+               pairs = issue_engines, direct = issue_direct, zerocopy = issue_zerocopy}
 local USES_COPY_ENGINES = {streams = true, breadth = true, engines = true, pairs = true}
 
 -- The function bench.time calls: a direct issue, or the replay of a graph
@@ -506,7 +482,7 @@ local function main()
   print("Device: " .. dev.name)
   print("Compute Capability: " .. tostring(dev.compute_capability))
   local ctx = {dev = dev, graphs = {}, scale = cuda.f32(SCALE)}
-  ctx.kernel = compile_kernel(dev)
+  ctx.kernel = require("cuda.kernels").load(dev, "vector_scale.cu", "vector_scale")
   say("Kernel compiled \u{2713}")
   ctx.main = dev:create_stream()
   local n = args.elements

@@ -7,28 +7,8 @@ local cuda = require "cuda"
 t.seed()
 
 local srcdir = os.getenv("CUDALUA_SRCDIR") or "."
-local tmp = assert(io.popen("mktemp -d"):read("l"), "mktemp -d")
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
-
-local function ls(dir)
-  local names = {}
-  for name in io.popen("ls -A '" .. dir .. "' 2>/dev/null"):lines() do names[#names + 1] = name end
-  table.sort(names)
-  return names
-end
+local tmp = t.tmpdir()
+local read, write, ls = t.read_file, t.write_file, t.ls
 
 -- The child compiles a source file `times` times in one process and returns,
 -- as a Lua table: the stats, whether each compile was cached, the last log,

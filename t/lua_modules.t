@@ -12,32 +12,9 @@ t.seed()
 
 -- --- helpers ------------------------------------------------------------------
 
-local function write_file(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local write_file, read_file, temp_dir = t.write_file, t.read_file, t.tmpdir
 
-local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
-local function temp_dir()
-  local _, out = t.run("mktemp -d")
-  return (out:gsub("%s+$", ""))
-end
-
-local function list_dir(dir)
-  local _, out = t.run("ls -A '" .. dir .. "'")
-  local names = {}
-  for name in out:gmatch("[^\n]+") do names[#names + 1] = name end
-  table.sort(names)
-  return names
-end
+local list_dir = t.ls
 
 -- Writes a Lua script to a temp file and runs it with the built cudalua.
 local function run_script(source, args)

@@ -15,20 +15,8 @@ local cuda = require "cuda"
 t.seed()
 
 local srcdir = os.getenv("CUDALUA_SRCDIR") or "."
-local tmp = assert(io.popen("mktemp -d"):read("l"), "mktemp -d")
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
+local tmp = t.tmpdir()
+local read, write = t.read_file, t.write_file
 
 local function compile(source, target, options)
   options = options or {}

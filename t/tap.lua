@@ -97,6 +97,38 @@ function M.run(cmd)
   return code, stdout, stderr
 end
 
+-- Files for tests: a fresh temporary folder, whole-file reads (nil for a
+-- missing file) and writes, and a folder's sorted entries.
+function M.tmpdir()
+  local p = assert(io.popen("mktemp -d"))
+  local dir = p:read("l")
+  p:close()
+  return assert(dir, "mktemp -d failed")
+end
+
+function M.read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local data = f:read("a")
+  f:close()
+  return data
+end
+
+function M.write_file(path, data)
+  local f = assert(io.open(path, "wb"))
+  f:write(data)
+  f:close()
+end
+
+function M.ls(dir)
+  local names = {}
+  local p = io.popen("ls -A '" .. dir .. "' 2>/dev/null")
+  for name in p:lines() do names[#names + 1] = name end
+  p:close()
+  table.sort(names)
+  return names
+end
+
 -- The built interpreter, quoted for the shell.
 function M.cudalua()
   return ("'%s/src/cudalua'"):format(os.getenv("CUDALUA_BUILDDIR") or ".")
