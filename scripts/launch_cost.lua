@@ -44,11 +44,6 @@ local function batch_size(text)
   return n, why
 end
 
-local function device_ordinal(text)
-  if text == "0" then return 0 end
-  return cli.positive_integer(text)
-end
-
 local parser = cli.parser("launch_cost",
   "Host cost per call of cuda.launch, Buffer:copy_to and Stream:record, and of replaying a " ..
   "graph of 100 launches, measured like the raw C driver API reference bench/launch_ref.")
@@ -59,8 +54,8 @@ parser:option("--repeats", "Timed batches per figure.", tostring(DEFAULT_REPEATS
 parser:option("--batch", ("Calls per timed batch (1..%d); graph replays are timed in " ..
   "batches of max(1, batch // 10)."):format(MAX_BATCH), tostring(DEFAULT_BATCH))
   :convert(batch_size)
-parser:option("--device", "Device ordinal.", "0"):convert(device_ordinal)
-parser:option("--rounds", "Rounds in which cudalua and the reference take turns.", "3")
+parser:option("--device", "Device ordinal.", "0"):convert(cli.device_id)
+parser:option("--rounds", "Rounds in which cudalua and the reference take turns.", "5")
   :convert(cli.positive_integer)
 parser:option("--json", "Also write the figures to this JSON file."):argname("<file>")
 local args = cli.parse(parser, arg)
@@ -132,7 +127,7 @@ if not available then
   os.exit(2)
 end
 
-local kernel_path = cuda.find_kernel("empty.cu") or fail("cannot find the kernel source empty.cu")
+local kernel_path = cuda.find_kernel("empty.cu")
 local kernels_dir = kernel_path:match("^(.*)/[^/]*$") or "."
 
 

@@ -10,7 +10,7 @@ local bench = require "cuda.bench"
 local parser = cli.parser("memory_resources",
   "Allocate from each kind of memory resource, run a kernel on the buffers, verify the results.")
 parser:option("--elements", "Number of float32 elements per demo.", "65536"):convert(cli.positive_integer)
-parser:option("--device", "CUDA device id.", "0"):convert(tonumber)
+parser:option("--device", "CUDA device id.", "0"):convert(cli.device_id)
 parser:flag("--bandwidth", "Also measure copy bandwidth between every pair of resources.")
 parser:option("--bytes", "Bytes per copy for --bandwidth.", "64000000"):convert(cli.positive_integer)
 parser:option("--reference", "With --bandwidth: the raw C reference (bench/copy_ref) to compare with.")

@@ -20,7 +20,7 @@ local function parse_args()
   parser:option("--streams", "Stream counts to try, comma-separated.", "2,4,8"):convert(cli.integer_list)
   parser:option("--runs", "Timed runs per configuration (median reported).", "10"):convert(cli.positive_integer)
   parser:option("--warmup", "Untimed runs before timing.", "3"):convert(cli.positive_integer)
-  parser:option("--device", "CUDA device id.", "0"):convert(tonumber)
+  parser:option("--device", "CUDA device id.", "0"):convert(cli.device_id)
   parser:option("--pinned", "Host memory: legacy (cuMemHostAlloc) or pool.", "legacy")
     :choices{"legacy", "pool"}
   parser:option("--seed", "Seed for the input data (default: fresh).")
@@ -51,7 +51,7 @@ local function make_data(dev, stream, n)
   data.d_in = dev.memory_resource:allocate(bytes, stream)
   data.d_out = dev.memory_resource:allocate(bytes, stream)
   data.reference = host:allocate(bytes)
-  data.seed = args.seed or (os.time() ~ math.floor(cuda.clock() * 1e6)) % 2^31
+  data.seed = args.seed or (os.time() ~ math.floor(cuda.clock() * 1e6)) % (2^31 - 1) + 1
   stream:sync()
   data.h_in:view("float32"):random(0, 100, data.seed)
   data.reference:view("float32"):copy(data.h_in:view("float32"))

@@ -78,9 +78,7 @@ static void release(cl_Buffer *b, cl_Stream *s)
 static int buffer_close(lua_State *L)
 {
   cl_Buffer *b = luaL_checkudata(L, 1, CL_BUFFER);
-  cl_Stream *s = luaL_testudata(L, 2, CL_STREAM);
-  if (s && s->closed)
-    s = NULL;
+  cl_Stream *s = cl_opt_stream(L, 2);
   if (b->closed)
     return 0;
   b->closed = 1;

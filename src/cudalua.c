@@ -39,7 +39,7 @@ static void usage(FILE *out)
     "  -W          turn warnings on\n"
     "  --list      list the bundled scripts\n"
     "  --version   show version information\n"
-    "  --help      show this help\n"
+    "  -h, --help  show this help\n"
     "  --          stop handling options\n"
     "  -           run standard input and stop handling options\n"
     "Exit status: 0 success, 1 script error, 2 usage error or no usable GPU.\n",
@@ -480,6 +480,11 @@ static int pmain(lua_State *L)
       rc = EXIT_USAGE;
       goto done;
     }
+    /* arg[0] names the file that runs, so a script finds what lies beside it */
+    lua_getglobal(L, "arg");
+    lua_pushstring(L, path);
+    lua_rawseti(L, -2, 0);
+    lua_pop(L, 1);
     if ((rc = run_script(L, path, argc - o.script - 1)) != 0)
       goto done;
   }

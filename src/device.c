@@ -93,7 +93,8 @@ static int cuda_device(lua_State *L)
     return 1;
   }
   lua_Integer id = luaL_checkinteger(L, 1);
-  luaL_argcheck(L, id >= 0 && id <= 0xffff, 1, "device id must be >= 0");
+  luaL_argcheck(L, id >= 0, 1, "device id must be >= 0");
+  luaL_argcheck(L, id <= 0xffff, 1, "no CUDA device has an id that large");
   cl_push_device(L, (int)id);
   return 1;
 }

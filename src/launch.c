@@ -206,7 +206,9 @@ static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *
   if (b->mr->kind == CL_MR_HOST)
     arg_error(L, k, n, "%s", "pageable host memory cannot be passed to a kernel; "
                              "use pinned, managed or device memory", 0);
-  if (b->mr->kind != CL_MR_PINNED && b->mr->dev != d)
+  /* device memory and pool-backed pinned memory are mapped for their own
+   * device only; cuMemHostAlloc and managed memory for every device */
+  if (b->mr->dev != d && (b->mr->kind == CL_MR_DEVICE || b->mr->pool))
     arg_error(L, k, n, "%s", "the buffer belongs to another device than the stream", 0);
   if (size != 8)
     arg_error(L, k, n, "%s (the parameter is %d bytes)", "a buffer passes an 8-byte pointer", size);

@@ -4,9 +4,11 @@
  *            (dev.memory_resource) or an explicit one
  *            (cuda.DeviceMemoryResource); stream-ordered.
  *   pinned   page-locked host memory. By default from cuMemHostAlloc,
- *            because it feeds the copy engines at their full rate (on an
- *            H200, 55 GB/s against 7.5-13 GB/s for a host-located pool);
- *            {pool = true} gives the pool-backed kind.
+ *            because it feeds the copy engines at their full rate (55 GB/s
+ *            on an H200); {pool = true} gives the pool-backed kind, a
+ *            host-located pool. cuda.core's pooled pinned memory copied at
+ *            7.5-13 GB/s there; ours, with device access granted, measured
+ *            50-55 GB/s, but pools depend more on the driver and system.
  *   managed  cuMemAllocManaged, never more than the device has free.
  *   host     pageable, aligned malloc memory; needs no GPU.
  */
@@ -258,11 +260,18 @@ void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int stream_
 
 /* --- the resource itself --------------------------------------------------- */
 
+static int is_default_pool(const cl_MemoryResource *mr)
+{
+  return mr->kind == CL_MR_DEVICE && mr->pool && !mr->owns_pool;
+}
+
 static int mr_close(lua_State *L)
 {
   cl_MemoryResource *mr = luaL_checkudata(L, 1, CL_MR);
   if (mr->closed)
     return 0;
+  if (is_default_pool(mr))
+    return luaL_error(L, "the device's default pool (dev.memory_resource) cannot be closed");
   if (mr->live_buffers > 0)
     return luaL_error(L, "cannot close %s: %I of its buffers are still open",
                       type_names[mr->kind], (lua_Integer)mr->live_buffers);
@@ -278,6 +287,10 @@ static int mr_gc(lua_State *L)
 {
   cl_MemoryResource *mr = luaL_checkudata(L, 1, CL_MR);
   mr->live_buffers = 0;
+  if (is_default_pool(mr)) {   /* the driver owns it */
+    mr->closed = 1;
+    return 0;
+  }
   return mr_close(L);
 }
 

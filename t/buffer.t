@@ -41,6 +41,7 @@ t.raises(function() a:slice(0, 0) end, "does not fit", "empty slice")
 t.like(tostring(sl), "slice at %+100", "slice tostring")
 
 -- closing
+t.raises(function() host:allocate(8):close(5) end, "cuda%.Stream expected", "close with something that is not a stream")
 local d = host:allocate(64)
 local dsl = d:slice(0, 8)
 d:close()

@@ -6,6 +6,7 @@ local cuda = require "cuda"
 t.raises(function() cuda.Device(-1) end, "device id must be >= 0", "Device(-1)")
 t.raises(function() cuda.Device("x") end, "number expected, got string", "Device('x')")
 t.raises(function() cuda.Device({}) end, "number expected, got table", "Device({})")
+t.raises(function() cuda.Device(70000) end, "no CUDA device has an id that large", "Device(70000)")
 
 if not cuda.is_available() then
   t.skip("no CUDA device", 22)

@@ -110,6 +110,14 @@ function M.positive_integer(text)
   return n
 end
 
+-- A device id: "0" or a positive integer.
+function M.device_id(text)
+  if tostring(text) == "0" then return 0 end
+  local n = M.positive_integer(text)
+  if not n then return nil, ("'%s' is not a device id (0, 1, ...)"):format(tostring(text)) end
+  return n
+end
+
 -- "2,4,8" -> {2, 4, 8}: one or more positive integers separated by commas.
 function M.integer_list(text)
   text = tostring(text)
