@@ -154,6 +154,22 @@ static inline double rng_unit(Rng *r)
   }
 
 /* Kernels every element type has. */
+/* The smallest (CMP <) or largest (CMP >) element into out; returns 1 if a
+ * NaN was seen (x != x is never true for integers). */
+#define EXTREME_KERNEL(name, CMP, S, T)                                        \
+  static int name##_##S(const void *xp, size_t n, void *out)                   \
+  {                                                                            \
+    const T *x = xp;                                                           \
+    T m = x[0];                                                                \
+    int nan = 0;                                                               \
+    for (size_t i = 0; i < n; i++) {                                           \
+      nan |= x[i] != x[i];                                                     \
+      m = x[i] CMP m ? x[i] : m;                                               \
+    }                                                                          \
+    *(T *)out = m;                                                             \
+    return nan;                                                                \
+  }
+
 #define COMMON_KERNELS(E, S, T, U)                                             \
   static void fill_##S(void *xp, size_t n, const void *bp)                     \
   {                                                                            \
@@ -168,6 +184,8 @@ static inline double rng_unit(Rng *r)
   VIEW_KERNEL(add_v, OP_ADD, S, T, U)                                          \
   VIEW_KERNEL(sub_v, OP_SUB, S, T, U)                                          \
   VIEW_KERNEL(mul_v, OP_MUL, S, T, U)                                          \
+  EXTREME_KERNEL(min, <, S, T)                                                 \
+  EXTREME_KERNEL(max, >, S, T)                                                 \
   static void to_double_##S(const void *xp, double *d, size_t n)               \
   {                                                                            \
     const T *x = xp;                                                           \
@@ -209,31 +227,6 @@ static inline double rng_unit(Rng *r)
       s = t;                                                                   \
     }                                                                          \
     return isfinite(s) ? s + c : s;                                            \
-  }                                                                            \
-  /* min and max store the extreme into out; they return 1 if a NaN was seen. */\
-  static int min_##S(const void *xp, size_t n, void *out)                      \
-  {                                                                            \
-    const T *x = xp;                                                           \
-    T m = x[0];                                                                \
-    int nan = 0;                                                               \
-    for (size_t i = 0; i < n; i++) {                                           \
-      nan |= x[i] != x[i];                                                     \
-      m = x[i] < m ? x[i] : m;                                                 \
-    }                                                                          \
-    *(T *)out = m;                                                             \
-    return nan;                                                                \
-  }                                                                            \
-  static int max_##S(const void *xp, size_t n, void *out)                      \
-  {                                                                            \
-    const T *x = xp;                                                           \
-    T m = x[0];                                                                \
-    int nan = 0;                                                               \
-    for (size_t i = 0; i < n; i++) {                                           \
-      nan |= x[i] != x[i];                                                     \
-      m = x[i] > m ? x[i] : m;                                                 \
-    }                                                                          \
-    *(T *)out = m;                                                             \
-    return nan;                                                                \
   }                                                                            \
   /* start + i * step in double, rounded once to the element type. */         \
   static void iota_##S(void *xp, size_t n, double start, double step)          \
@@ -278,24 +271,6 @@ static inline double rng_unit(Rng *r)
       total += s;                                                              \
     }                                                                          \
     return total;                                                              \
-  }                                                                            \
-  static int min_##S(const void *xp, size_t n, void *out)                      \
-  {                                                                            \
-    const T *x = xp;                                                           \
-    T m = x[0];                                                                \
-    for (size_t i = 0; i < n; i++)                                             \
-      m = x[i] < m ? x[i] : m;                                                 \
-    *(T *)out = m;                                                             \
-    return 0;                                                                  \
-  }                                                                            \
-  static int max_##S(const void *xp, size_t n, void *out)                      \
-  {                                                                            \
-    const T *x = xp;                                                           \
-    T m = x[0];                                                                \
-    for (size_t i = 0; i < n; i++)                                             \
-      m = x[i] > m ? x[i] : m;                                                 \
-    *(T *)out = m;                                                             \
-    return 0;                                                                  \
   }                                                                            \
   /* The caller checked that both ends fit in T, so every value does, and   \
    * arithmetic modulo 2^64 gives it exactly. */                              \
