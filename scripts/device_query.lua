@@ -50,11 +50,7 @@ local function print_device(dev)
   end
 end
 
-local ok, why = cuda.is_available()
-if not ok then
-  io.stderr:write("cudalua: ", why, "\n")
-  os.exit(2)
-end
+cuda.Device(0)   -- without a driver or GPU: one sentence, exit 2 (the interpreter's)
 local major, minor = cuda.driver_version()
 print(("CUDA driver version: %d.%d"):format(major, minor))
 print(("Devices: %d"):format(cuda.device_count()))

@@ -121,11 +121,7 @@ end
 
 -- --- the device and what the timed loops use -----------------------------------
 
-local available, why_not = cuda.is_available()
-if not available then
-  io.stderr:write("cudalua: ", why_not, "\n")
-  os.exit(2)
-end
+cuda.Device(args.device)   -- without a driver or GPU: one sentence, exit 2 (the interpreter's)
 
 local kernel_path = cuda.find_kernel("empty.cu")
 local kernels_dir = kernel_path:match("^(.*)/[^/]*$") or "."

@@ -8,11 +8,6 @@
 
 #include "cl.h"
 
-cl_Buffer *cl_test_buffer(lua_State *L, int i)
-{
-  return luaL_testudata(L, i, CL_BUFFER);
-}
-
 int cl_buffer_is_open(const cl_Buffer *b)
 {
   return !b->closed && !(b->owner && b->owner->closed);

@@ -117,7 +117,6 @@ typedef struct cl_Buffer {
 
 /* A buffer or slice that is open, and whose owner is open. */
 cl_Buffer *cl_check_buffer(lua_State *L, int i);
-cl_Buffer *cl_test_buffer(lua_State *L, int i);   /* NULL if not a buffer */
 int cl_buffer_is_open(const cl_Buffer *b);
 /* Push a new buffer over ptr/size owned by mr (at index mri), allocated
  * on stream s (at index si, 0 for none). */

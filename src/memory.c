@@ -176,7 +176,7 @@ static int raise_oom(lua_State *L, CUresult r, const char *api, size_t n)
   return cl_raise_detail(L, r, api, "asked for %I bytes", (lua_Integer)n);
 }
 
-static CUdeviceptr allocate_managed(lua_State *L, cl_MemoryResource *mr, size_t n)
+static CUdeviceptr allocate_managed(lua_State *L, size_t n)
 {
   size_t free_bytes = 0, total = 0;
   CUdeviceptr p = 0;
@@ -187,7 +187,6 @@ static CUdeviceptr allocate_managed(lua_State *L, cl_MemoryResource *mr, size_t 
   CUresult r = CL_CALL(cuMemAllocManaged, (&p, n, CU_MEM_ATTACH_GLOBAL));
   if (r != CUDA_SUCCESS)
     raise_oom(L, r, "cuMemAllocManaged", n);
-  (void)mr;
   return p;
 }
 
@@ -213,7 +212,7 @@ static CUdeviceptr allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_St
       raise_oom(L, r, "cuMemHostAlloc", n);
     p = (CUdeviceptr)(uintptr_t)h;
   } else
-    p = allocate_managed(L, mr, n);
+    p = allocate_managed(L, n);
   return p;
 }
 
