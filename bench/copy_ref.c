@@ -395,11 +395,7 @@ int main(int argc, char **argv)
     default: usage(stderr); return REF_EXIT_USAGE;
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "%s: unexpected argument '%s'\n", ref_prog, argv[optind]);
-    usage(stderr);
-    return REF_EXIT_USAGE;
-  }
+  ref_reject_operands(argc, argv, optind, usage);
 
   ref_device dev;
   ref_open_device(&dev, device);

@@ -153,21 +153,9 @@ static void print_figure(const char *key, ref_stats st, int decimals)
 
 static void load_kernels(bench *b, const ref_device *d, const char *kernels_dir)
 {
-  char *source = NULL;
-  const char *name = "empty.cu (embedded)";
-  char path[4096];
-  if (kernels_dir != NULL) {
-    snprintf(path, sizeof path, "%s/empty.cu", kernels_dir);
-    source = ref_read_file(path);
-    name = path;
-  }
-  char *cubin = ref_compile_cubin(source ? source : embedded_empty_source, name, d->cc_major,
-                                  d->cc_minor);
-  CHECK(cuModuleLoadData(&b->module, cubin));
+  b->module = ref_load_kernels(d, kernels_dir, "empty.cu", embedded_empty_source);
   CHECK(cuModuleGetFunction(&b->empty, b->module, "empty"));
   CHECK(cuModuleGetFunction(&b->empty4, b->module, "empty4"));
-  free(cubin);
-  free(source);
 }
 
 /* Capture GRAPH_LAUNCHES launches of empty4 from the stream and
@@ -271,11 +259,7 @@ static options parse_options(int argc, char **argv)
     default: usage(stderr); exit(REF_EXIT_USAGE);
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "%s: unexpected argument '%s'\n", ref_prog, argv[optind]);
-    usage(stderr);
-    exit(REF_EXIT_USAGE);
-  }
+  ref_reject_operands(argc, argv, optind, usage);
   return o;
 }
 

@@ -15,6 +15,7 @@
 -- GPU inside a batch.
 local cuda = require "cuda"
 local cli = require "cuda.cli"
+local bench = require "cuda.bench"
 
 local DEFAULT_REPEATS, DEFAULT_BATCH, MAX_BATCH = 200, 100, 500
 local WARMUP_BATCHES = 10
@@ -86,33 +87,12 @@ end
 
 -- --- the reference --------------------------------------------------------------
 
-local function shell_quote(text)
-  return "'" .. text:gsub("'", "'\\''") .. "'"
-end
-
 -- Runs launch_ref with our options; returns its figures by key and its
 -- header lines. Any failure of the reference ends the script.
 local function run_reference(path, kernels_dir)
-  local command = table.concat({shell_quote(path), "--repeats", args.repeats, "--batch",
-    args.batch, "--device", args.device, "--kernels", shell_quote(kernels_dir)}, " ")
-  local pipe, why = io.popen(command, "r")
-  if not pipe then fail(("cannot run %s: %s"):format(path, why)) end
-  local figures, header = {}, {}
-  for line in pipe:lines() do
-    if line:sub(1, 1) == "#" then
-      header[#header + 1] = line
-    else
-      local key, median, min, p90 = line:match("^(%S+) (%S+) (%S+) (%S+)$")
-      median, min, p90 = tonumber(median), tonumber(min), tonumber(p90)
-      if not (key and median and min and p90) then
-        pipe:close()
-        fail(("%s printed a line that is not '<key> <median> <min> <p90>': %q"):format(path, line))
-      end
-      figures[key] = {median = median, min = min, p90 = p90}
-    end
-  end
-  local ok, how, code = pipe:close()
-  if not ok then fail(("%s failed (%s %s); see its message above"):format(path, how, code)) end
+  local figures, header = bench.reference(path, {"--repeats", args.repeats, "--batch", args.batch,
+    "--device", args.device, "--kernels", kernels_dir}, {"median", "min", "p90"})
+  if not figures then fail(header) end
   for _, f in ipairs(FIGURES) do
     if not figures[f.key] then fail(("%s did not report %s"):format(path, f.key)) end
   end

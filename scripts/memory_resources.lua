@@ -129,13 +129,11 @@ local function measure_copy(ctx, from, to, nbytes, source)
 end
 
 local function run_reference(path, nbytes)
-  local figures = {}
-  local p = assert(io.popen(("'%s' --bytes %d"):format(path, nbytes), "r"))
-  for line in p:lines() do
-    local key, median = line:match("^(%S+)%s+([%d.]+)")
-    if key and not key:find("^#") then figures[key] = tonumber(median) end
+  local figures, why = bench.reference(path, {"--bytes", nbytes}, {"median", "min", "max"})
+  if not figures then
+    io.stderr:write("memory_resources: ", why, "\n")
+    os.exit(1)
   end
-  p:close()
   return figures
 end
 
@@ -169,7 +167,7 @@ local function bandwidth_table(ctx)
     for _, pair in ipairs{{"pinned -> device", "h2d_pinned"}, {"device -> pinned", "d2h_pinned"},
                           {"pinned pool -> device", "h2d_pinned_pool"}, {"pageable -> device", "h2d_pageable"},
                           {"device -> device", "d2d"}} do
-      local ours, theirs = results[pair[1]], ref[pair[2]]
+      local ours, theirs = results[pair[1]], ref[pair[2]] and ref[pair[2]].median
       if theirs then
         print(("%-24s cudalua %7.1f GB/s   raw C %7.1f GB/s   ratio %.3f"):format(pair[1], ours, theirs, ours / theirs))
       end

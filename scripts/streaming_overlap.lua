@@ -27,6 +27,8 @@ local function parse_args()
     :convert(cli.positive_integer)
   parser:flag("--graph", "Capture each streamed pipeline once as a CUDA graph and replay it.")
   parser:flag("--auto", "Search chunk counts, stream layouts and issue orders for the best schedule.")
+  parser:option("--reference", "Path to bench/overlap_ref: run the same schedules through the raw " ..
+    "C driver API afterwards and print cudalua / C ratios.")
   parser:option("--json", "Write every figure to FILE as JSON.")
   parser:option("--trace", "Write a Chrome trace (Perfetto) of one pipelined run to FILE.")
   parser:flag("--timeline", "Draw a terminal Gantt chart of one pipelined run.")
@@ -278,6 +280,19 @@ local function issue_zerocopy(ctx, sched, tl)
   end
 end
 
+-- A schedule's copies alone: its copies in on one stream and its copies
+-- out on another, all at once, with no kernel and no waits. What the copies
+-- cost when split this finely; not a bound, since copying both ways at once
+-- costs more per copy than one way, and a long pipeline (32 chunks and more
+-- on the H200) copies one way alone for longer.
+local function issue_copies_alone(ctx, sched)
+  local pair = {ctx.streams[2], ctx.streams[3]}
+  fork(ctx, pair)
+  for _, c in ipairs(sched.chunks) do copy_in(c, pair[1]) end
+  for _, c in ipairs(sched.chunks) do copy_out(c, pair[2]) end
+  join(ctx, pair)
+end
+
 local ISSUE = {streams = issue_depth_first, breadth = issue_breadth_first, engines = issue_engines,
                pairs = issue_engines, direct = issue_direct, zerocopy = issue_zerocopy}
 local USES_COPY_ENGINES = {streams = true, breadth = true, engines = true, pairs = true}
@@ -360,6 +375,16 @@ local function run_schedule(ctx, sched, runs)
   local fn = runner(ctx, sched)
   local stats = time(ctx, fn, runs)
   return stats, fn
+end
+
+-- Times sched's copies alone and checks the copies out: the device still
+-- holds the results of the schedule's own verification run.
+local function copies_alone(ctx, sched)
+  local fn = function() issue_copies_alone(ctx, sched) end
+  local stats = time(ctx, fn)
+  local v = verify(ctx, fn)
+  return {chunks = #sched.chunks, median_ms = stats.median, std_ms = stats.std,
+          efficiency = ctx.limits.limit / stats.median, verified = v.passed}, v
 end
 
 -- --- the search -----------------------------------------------------------------------
@@ -470,6 +495,57 @@ local function draw_timeline(ctx, sched)
   end
 end
 
+-- --- the raw C reference -----------------------------------------------------------------
+
+-- Runs bench/overlap_ref on the same problem, after all of our own timing,
+-- and prints each configuration both ways. With --auto the reference runs
+-- the engine schedule with as many chunks as our best copy-engine schedule.
+local function compare_with_reference(ctx, report)
+  local kernel_dir = cuda.find_kernel("vector_scale.cu"):match("^(.*)/[^/]*$") or "."
+  local found = ctx.found_engines
+  local chunks = found and #found.sched.chunks or 20
+  local figures, header = bench.reference(args.reference, {"--elements", ctx.data.n, "--runs", args.runs,
+      "--warmup", args.warmup, "--device", args.device, "--streams", table.concat(args.streams, ","),
+      "--chunks", chunks, "--kernels", kernel_dir}, {"median", "min", "max"})
+  if not figures then
+    io.stderr:write("streaming_overlap: ", header, "\n")
+    os.exit(1)
+  end
+  local limits = ctx.limits
+  local rows = {
+    {"H2D alone", limits.h2d.median, "h2d"}, {"D2H alone", limits.d2h.median, "d2h"},
+    {"H2D + D2H together", limits.both.median, "both"}, {"Kernel alone", limits.kernel.median, "kernel"},
+    {"Sequential", ctx.sequential.median_ms, "sequential"},
+  }
+  for _, r in ipairs(report.results) do
+    if r.streams then rows[#rows + 1] = {r.name, r.median_ms, "streams_" .. r.streams} end
+  end
+  if found then
+    local same = found.sched.kind == "engines" and found.sched.ramp == 0
+    local name = same and found.sched.name or ("%s (C: 3 engine streams, %d chunks)"):format(found.sched.name, chunks)
+    rows[#rows + 1] = {name, report.auto.copy_engines.median_ms, "engines_" .. chunks}
+    rows[#rows + 1] = {("Its copies alone, %d each way"):format(chunks), report.auto.copies_alone.median_ms,
+                       "copies_" .. chunks}
+  end
+  say()
+  print(("--- Against the raw C driver API (%s), same run ---"):format(args.reference))
+  if header[1] then say(header[1]) end
+  print(("%-44s %10s %10s %7s"):format("configuration", "cudalua", "raw C", "ratio"))
+  local out = {program = args.reference, rows = {}}
+  for _, row in ipairs(rows) do
+    local name, ours, theirs = row[1], row[2], figures[row[3]]
+    if not theirs then
+      io.stderr:write(("streaming_overlap: %s did not report %s\n"):format(args.reference, row[3]))
+      os.exit(1)
+    end
+    print(("%-44s %7.3f ms %7.3f ms %7.3f"):format(name, ours, theirs.median, ours / theirs.median))
+    out.rows[#out.rows + 1] = {name = name, key = row[3], cudalua_ms = ours, c_ms = theirs.median,
+                               ratio = ours / theirs.median}
+  end
+  say("(ratio = cudalua's time / raw C's time: below 1 is faster)")
+  return out
+end
+
 -- --- main ----------------------------------------------------------------------------------
 
 local function main()
@@ -530,6 +606,7 @@ local function main()
     local stats, fn = run_schedule(ctx, sched)
     local v = verify(ctx, fn)
     local r = result(ctx, sched.name, stats, v)
+    r.streams = k
     all_passed = all_passed and v.passed
     print(streamed_line(r))
     print(verification_line(v))
@@ -561,6 +638,14 @@ local function main()
       return r
     end
     report.auto.copy_engines = settle(found_engines, "Best copy-engine schedule")
+    local copies, copies_v = copies_alone(ctx, found_engines.sched)
+    all_passed = all_passed and copies_v.passed
+    report.auto.copies_alone = copies
+    print(("Its copies alone (%d each way, all at once, no kernel, no waits): %.2f ms = %.0f%% of the limit;")
+          :format(copies.chunks, copies.median_ms, 100 * copies.efficiency))
+    print(("  the schedule takes %.3fx as long as its copies alone"):format(report.auto.copy_engines.median_ms / copies.median_ms))
+    print(verification_line(copies_v))
+    ctx.found_engines = found_engines
     if found_all ~= found_engines then
       report.auto.best = settle(found_all, "Best of all schedules")
     else
@@ -569,6 +654,7 @@ local function main()
     end
   end
   if best and (args.timeline or args.trace) then draw_timeline(ctx, best.sched) end
+  if args.reference then report.reference = compare_with_reference(ctx, report) end
 
   say()
   say("Key: sequential = one stream, the whole array copied in, computed, copied out.")

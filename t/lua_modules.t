@@ -417,6 +417,44 @@ t.is(bench.stats({4.0}).std, 0.0, "bench.stats: one sample has std 0")
 t.raises(function() bench.stats({}) end, "at least one sample", "bench.stats: empty input rejected")
 t.is(bench.format_ms({median = 1.234, std = 0.0412}), "1.23 ms (\u{b1}0.04)", "bench.format_ms")
 
+-- --- cuda.bench.reference: running a raw C reference program ----------------------------
+
+do
+  local dir = temp_dir()
+  local function program(name, body)
+    local path = dir .. "/" .. name
+    write_file(path, "#!/bin/sh\n" .. body)
+    os.execute("chmod +x '" .. path .. "'")
+    return path
+  end
+  local columns = {"median", "min", "max"}
+  local good = program("good ref", [[
+printf '%s\n' "$@" > "$(dirname "$0")/args"
+echo "# good_ref: a header"
+echo "h2d 1.25 1.0 2e0"
+echo "streams_4 0.5 0.25 0.75"
+]])
+  local figures, header = bench.reference(good, {"--elements", 1000, "it's spaced"}, columns)
+  t.ok(figures and figures.h2d.median == 1.25 and figures.h2d.min == 1.0 and figures.h2d.max == 2.0,
+    "bench.reference: a figure's numbers by column name")
+  t.ok(figures and figures.streams_4.max == 0.75, "bench.reference: every figure line")
+  t.is(header and header[1], "# good_ref: a header", "bench.reference: '#' lines are the header")
+  t.is(read_file(dir .. "/args"), "--elements\n1000\nit's spaced\n",
+    "bench.reference: each argument reaches the program as one word, quotes and all")
+  local stray = program("stray", 'echo "h2d 1.25 1.0"\necho "kernel 1 2 3"\n')
+  local none, why = bench.reference(stray, {}, columns)
+  t.ok(none == nil and why:find("not '<key> <median> <min> <max>'", 1, true) and why:find('"h2d 1.25 1.0"', 1, true),
+    "bench.reference: a line with too few numbers is an error that quotes it")
+  none, why = bench.reference(program("words", 'echo "h2d fast 1 2"\n'), {}, columns)
+  t.ok(none == nil and why:find("fast", 1, true), "bench.reference: a word where a number belongs is an error")
+  none, why = bench.reference(program("fails", "echo 'h2d 1 1 1'\nexit 3\n"), {}, columns)
+  t.ok(none == nil and why:find("fails failed (exit 3)", 1, true),
+    "bench.reference: a failing program is an error with its exit status")
+  none, why = bench.reference(dir .. "/missing", {}, columns)
+  t.ok(none == nil and why:find("missing failed", 1, true), "bench.reference: a missing program is an error")
+  os.execute("rm -rf '" .. dir .. "'")
+end
+
 -- --- a mock GPU: events carry fake timestamps --------------------------------------------
 
 local function mock_gpu()

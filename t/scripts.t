@@ -33,7 +33,7 @@ for _, name in ipairs{"streaming_overlap", "memory_resources"} do
 end
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 16)
+  t.skip("no CUDA device", 31)
   t.done()
 end
 
@@ -64,6 +64,62 @@ f = io.open(trace)
 local events = f and json.decode(f:read("a"))
 if f then f:close() end
 t.ok(events and (events.traceEvents or events)[1] ~= nil, "the trace is JSON with events")
+
+-- --auto with a stand-in for bench/overlap_ref: every figure 2.0 ms, and
+-- the arguments it was given written down.
+local dir = t.tmpdir()
+local fake = dir .. "/fake_ref"
+t.write_file(fake, [[
+#!/bin/sh
+printf '%s\n' "$@" > "$(dirname "$0")/args"
+while [ $# -gt 0 ]; do
+  case $1 in --streams) streams=$2 ;; --chunks) chunks=$2 ;; esac
+  shift
+done
+echo "# fake_ref"
+for key in h2d d2h both kernel sequential; do echo "$key 2.0 1.0 3.0"; done
+for k in $(echo "$streams" | tr , ' '); do echo "streams_$k 2.0 1.0 3.0"; done
+for c in $(echo "$chunks" | tr , ' '); do echo "engines_$c 2.0 1.0 3.0"; echo "copies_$c 2.0 1.0 3.0"; done
+]])
+os.execute("chmod +x '" .. fake .. "'")
+code, out, err = t.run(cudalua .. " streaming_overlap --elements 200000 --streams 2 --runs 2 --warmup 1 --auto --reference "
+  .. fake .. " --json " .. tmp)
+t.is(code, 0, "--auto --reference runs")
+t.like(out, "Best copy%-engine schedule %(%-%-auto, %d+ tried%)", "--auto reports the best copy-engine schedule")
+t.like(out, "Its copies alone %(%d+ each way, all at once, no kernel, no waits%): [%d.]+ ms", "and its copies alone")
+_, passed = out:gsub("Verification: PASSED", "")
+local _, failed = out:gsub("Verification: FAILED", "")
+t.ok(passed >= 4 and failed == 0, "every --auto result verified, the copies alone too")
+f = io.open(tmp)
+report = f and json.decode(f:read("a"))
+if f then f:close() end
+local copies = report and report.auto and report.auto.copies_alone
+t.ok(copies and copies.verified and copies.median_ms > 0 and copies.chunks >= 3, "JSON: the copies alone")
+local rows = report and report.reference and report.reference.rows or {}
+local by_key = {}
+for _, r in ipairs(rows) do by_key[r.key] = r end
+t.ok(by_key.h2d and by_key.sequential and by_key.streams_2, "JSON: limits, sequential and streams compared with C")
+local engines = copies and by_key["engines_" .. copies.chunks]
+t.ok(engines and engines.c_ms == 2.0 and math.abs(engines.ratio - engines.cudalua_ms / 2.0) < 1e-12
+  and engines.cudalua_ms == report.auto.copy_engines.median_ms,
+  "JSON: the best copy-engine schedule against C's engine schedule with as many chunks")
+local args_given = t.read_file(dir .. "/args") or ""
+t.like(args_given, "%-%-elements\n200000\n", "the reference gets the problem size")
+t.like(args_given, "%-%-chunks\n" .. (copies and copies.chunks or "?") .. "\n", "and the best schedule's chunk count")
+local kernels = args_given:match("%-%-kernels\n([^\n]+)")
+t.ok(kernels and io.open(kernels .. "/vector_scale.cu") ~= nil, "and the folder of the kernel we compiled")
+t.like(out, "%-%-%- Against the raw C driver API", "the comparison is printed")
+
+t.write_file(fake, "#!/bin/sh\necho 'h2d 2.0 1.0 3.0'\n")
+code, out, err = t.run(cudalua .. " streaming_overlap --elements 100000 --streams 2 --runs 2 --warmup 1 --reference " .. fake)
+t.is(code, 1, "a reference that leaves out a figure fails the run")
+t.like(err, "did not report d2h", "and the error names the figure")
+t.write_file(fake, "#!/bin/sh\necho broken >&2\nexit 4\n")
+code, out, err = t.run(cudalua .. " streaming_overlap --elements 100000 --streams 2 --runs 2 --warmup 1 --reference " .. fake)
+t.is(code, 1, "a failing reference fails the run")
+t.like(err, "failed %(exit 4%)", "and the error says how")
+os.execute("rm -rf '" .. dir .. "'")
+
 
 code, out = t.run(cudalua .. " memory_resources --elements 4099")
 t.is(code, 0, "memory_resources runs")

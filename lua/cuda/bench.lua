@@ -92,6 +92,45 @@ function M.host(fn, opts)
   return M.stats(samples)
 end
 
+local function shell_quote(word)
+  return "'" .. tostring(word):gsub("'", "'\\''") .. "'"
+end
+
+-- Runs a raw C reference program (bench/*_ref) with the given argument
+-- words and reads what it prints: '#' header lines, then one line per
+-- figure, "<key> <number> ...", its numbers named by columns (for example
+-- {"median", "min", "max"}). Returns the figures by key and the header
+-- lines, or nil and a message if the program cannot run, fails, or prints
+-- any other line.
+function M.reference(path, arguments, columns)
+  local words = {shell_quote(path)}
+  for _, a in ipairs(arguments) do words[#words + 1] = shell_quote(a) end
+  local pipe, why = io.popen(table.concat(words, " "), "r")
+  if not pipe then return nil, ("cannot run %s: %s"):format(path, why) end
+  local figures, header, stray = {}, {}, nil
+  for line in pipe:lines() do
+    if line:sub(1, 1) == "#" then
+      header[#header + 1] = line
+    else
+      local key, rest = line:match("^(%S+)(.*)$")
+      local figure, count = {}, 0
+      for word in (rest or ""):gmatch("%S+") do
+        count = count + 1
+        figure[columns[count] or count] = tonumber(word)
+      end
+      local complete = key and count == #columns
+      for _, c in ipairs(columns) do complete = complete and figure[c] ~= nil end
+      if complete then figures[key] = figure else stray = stray or line end
+    end
+  end
+  local ok, how, code = pipe:close()
+  if not ok then return nil, ("%s failed (%s %s); see its message above"):format(path, how, code) end
+  if stray then
+    return nil, ("%s printed a line that is not '<key> <%s>': %q"):format(path, table.concat(columns, "> <"), stray)
+  end
+  return figures, header
+end
+
 -- "1.23 ms (±0.04)": median, then the sample standard deviation.
 function M.format_ms(stats, digits)
   digits = digits or 2
