@@ -10,7 +10,6 @@
  * that went wrong ends the program (exit 1) instead of printing a rate.
  * Output: "<key> <median> <min> <max>" in GB/s (1e9 bytes/s), after '#'
  * header lines; a kind the driver refuses is reported on a '#' line. */
-#include <getopt.h>
 #include <stdint.h>
 
 #include "ref.h"
@@ -395,7 +394,7 @@ int main(int argc, char **argv)
     default: usage(stderr); return REF_EXIT_USAGE;
     }
   }
-  ref_reject_operands(argc, argv, optind, usage);
+  ref_reject_operands(argc, argv, usage);
 
   ref_device dev;
   ref_open_device(&dev, device);

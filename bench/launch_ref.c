@@ -10,7 +10,6 @@
  * queue depth, so the host never waits for the GPU inside a batch. Output:
  * one line per figure, "<key> <median> <min> <p90>", in microseconds per
  * call (milliseconds for the *_gpu_ms keys), after '#' header lines. */
-#include <getopt.h>
 #include <stdint.h>
 
 #include "ref.h"
@@ -259,7 +258,7 @@ static options parse_options(int argc, char **argv)
     default: usage(stderr); exit(REF_EXIT_USAGE);
     }
   }
-  ref_reject_operands(argc, argv, optind, usage);
+  ref_reject_operands(argc, argv, usage);
   return o;
 }
 

@@ -27,7 +27,6 @@
  * (rtol = atol = 1e-4: the device contracts v * v + 1 into an FMA); a
  * mismatch ends the program with exit status 1. Output: "<key> <median>
  * <min> <max>" after '#' header lines. */
-#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -91,7 +90,7 @@ typedef struct bench {
   double *samples;
 } bench;
 
-typedef void (*issue_fn)(bench *b, int k);
+typedef void (*issue_fn)(bench *b);
 
 /* --- data ------------------------------------------------------------------------ */
 
@@ -193,34 +192,34 @@ static void join_streams(bench *b, int k)
   }
 }
 
-static void issue_h2d(bench *b, int k) { (void)k; copy_in(&b->whole, b->streams[0]); }
-static void issue_d2h(bench *b, int k) { (void)k; copy_out(&b->whole, b->streams[0]); }
-static void issue_kernel(bench *b, int k) { (void)k; compute(b, &b->whole, b->streams[0]); }
+static void issue_h2d(bench *b) { copy_in(&b->whole, b->streams[0]); }
+static void issue_d2h(bench *b) { copy_out(&b->whole, b->streams[0]); }
+static void issue_kernel(bench *b) { compute(b, &b->whole, b->streams[0]); }
 
-static void issue_both(bench *b, int k)
+static void issue_both(bench *b)
 {
-  (void)k;
   fork_streams(b, 2);
   copy_in(&b->whole, b->streams[0]);
   copy_out(&b->whole, b->streams[1]);
   join_streams(b, 2);
 }
 
-static void issue_sequential(bench *b, int k)
+static void issue_sequential(bench *b)
 {
-  (void)k;
   CUstream s = b->streams[0];
   copy_in(&b->whole, s);
   compute(b, &b->whole, s);
   copy_out(&b->whole, s);
 }
 
-/* The sample's schedule, issued chunk by chunk (depth first). */
-static void issue_streams(bench *b, int k)
+/* The sample's schedule, issued chunk by chunk (depth first): one stream
+ * per chunk, as split() made as many chunks as streams asked for. */
+static void issue_streams(bench *b)
 {
+  int k = b->nchunks;
   fork_streams(b, k);
-  for (int i = 0; i < b->nchunks; i++) {
-    CUstream s = b->streams[i % k];
+  for (int i = 0; i < k; i++) {
+    CUstream s = b->streams[i];
     copy_in(&b->chunks[i], s);
     compute(b, &b->chunks[i], s);
     copy_out(&b->chunks[i], s);
@@ -229,9 +228,8 @@ static void issue_streams(bench *b, int k)
 }
 
 /* Streams 1, 2, 3: copy in, compute, copy out. */
-static void issue_engines(bench *b, int k)
+static void issue_engines(bench *b)
 {
-  (void)k;
   CUstream in = b->streams[1], comp = b->streams[2], out = b->streams[3];
   fork_streams(b, 4);
   for (int i = 0; i < b->nchunks; i++) {
@@ -246,9 +244,8 @@ static void issue_engines(bench *b, int k)
   join_streams(b, 4);
 }
 
-static void issue_copies_alone(bench *b, int k)
+static void issue_copies_alone(bench *b)
 {
-  (void)k;
   fork_streams(b, 3);
   for (int i = 0; i < b->nchunks; i++)
     copy_in(&b->chunks[i], b->streams[1]);
@@ -268,14 +265,14 @@ static void print_figure(const char *key, ref_stats st)
 /* Warm up, time --runs runs, print the figure; with verify, run once more
  * into a poisoned output and check every element. The copies alone check
  * their copies out too: the device holds the last schedule's results. */
-static void measure(bench *b, const char *key, issue_fn issue, int k, int verify)
+static void measure(bench *b, const char *key, issue_fn issue, int verify)
 {
   CUstream main_stream = b->streams[0];
   for (int w = 0; w < b->warmup; w++)
-    issue(b, k);
+    issue(b);
   for (int r = 0; r < b->runs; r++) {
     CHECK(cuEventRecord(b->start, main_stream));
-    issue(b, k);
+    issue(b);
     CHECK(cuEventRecord(b->stop, main_stream));
     CHECK(cuEventSynchronize(b->stop));
     float ms = 0;
@@ -285,7 +282,7 @@ static void measure(bench *b, const char *key, issue_fn issue, int k, int verify
   print_figure(key, ref_summarize(b->samples, b->runs));
   if (verify) {
     memset(b->h_out, POISON, b->n * sizeof(float));
-    issue(b, k);
+    issue(b);
     CHECK(cuStreamSynchronize(main_stream));
     expect_reference(b, key);
   }
@@ -428,7 +425,7 @@ static options parse_options(int argc, char **argv, uint64_t *seed)
     default: usage(stderr); exit(REF_EXIT_USAGE);
     }
   }
-  ref_reject_operands(argc, argv, optind, usage);
+  ref_reject_operands(argc, argv, usage);
   return o;
 }
 
@@ -446,24 +443,24 @@ int main(int argc, char **argv)
   printf("# elements %lld, runs %d, warm-up runs %d, seed %llu, non-blocking streams, block %d\n",
          o.elements, o.runs, o.warmup, (unsigned long long)seed, BLOCK);
   printf("# key median min max (ms); every computing schedule verified\n");
-  measure(&b, "h2d", issue_h2d, 0, 0);
-  measure(&b, "d2h", issue_d2h, 0, 0);
-  measure(&b, "both", issue_both, 0, 0);
-  measure(&b, "kernel", issue_kernel, 0, 0);
-  measure(&b, "sequential", issue_sequential, 0, 1);
+  measure(&b, "h2d", issue_h2d, 0);
+  measure(&b, "d2h", issue_d2h, 0);
+  measure(&b, "both", issue_both, 0);
+  measure(&b, "kernel", issue_kernel, 0);
+  measure(&b, "sequential", issue_sequential, 1);
   char key[64];
   for (int i = 0; i < o.streams.count; i++) {
     int k = o.streams.values[i];
     split(&b, k);
     snprintf(key, sizeof key, "streams_%d", k);
-    measure(&b, key, issue_streams, k, 1);
+    measure(&b, key, issue_streams, 1);
   }
   for (int i = 0; i < o.chunks.count; i++) {
     split(&b, o.chunks.values[i]);
     snprintf(key, sizeof key, "engines_%d", o.chunks.values[i]);
-    measure(&b, key, issue_engines, 0, 1);
+    measure(&b, key, issue_engines, 1);
     snprintf(key, sizeof key, "copies_%d", o.chunks.values[i]);
-    measure(&b, key, issue_copies_alone, 0, 1);
+    measure(&b, key, issue_copies_alone, 1);
   }
 
   teardown(&b);

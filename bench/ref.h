@@ -10,6 +10,7 @@
 #define CUDALUA_BENCH_REF_H
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,10 +161,10 @@ static inline long long ref_parse_number(const char *opt, const char *text, long
 }
 
 /* After getopt_long: the references take options only. */
-static inline void ref_reject_operands(int argc, char **argv, int optind_, void (*usage)(FILE *))
+static inline void ref_reject_operands(int argc, char **argv, void (*usage)(FILE *))
 {
-  if (optind_ < argc) {
-    fprintf(stderr, "%s: unexpected argument '%s'\n", ref_prog, argv[optind_]);
+  if (optind < argc) {
+    fprintf(stderr, "%s: unexpected argument '%s'\n", ref_prog, argv[optind]);
     usage(stderr);
     exit(REF_EXIT_USAGE);
   }
@@ -243,28 +244,6 @@ static inline char *ref_compile_cubin(const char *source, const char *name, int 
   return cubin;
 }
 
-static inline char *ref_read_file(const char *path);
-
-/* Compile file from kernels_dir, or the embedded copy of it when kernels_dir
- * is NULL, for the device's architecture, and load it as a module. */
-static inline CUmodule ref_load_kernels(const ref_device *d, const char *kernels_dir,
-                                        const char *file, const char *embedded)
-{
-  char *source = NULL;
-  char name[4096];
-  snprintf(name, sizeof name, "%s (embedded)", file);
-  if (kernels_dir != NULL) {
-    snprintf(name, sizeof name, "%s/%s", kernels_dir, file);
-    source = ref_read_file(name);
-  }
-  char *cubin = ref_compile_cubin(source ? source : embedded, name, d->cc_major, d->cc_minor);
-  CUmodule module;
-  CHECK(cuModuleLoadData(&module, cubin));
-  free(cubin);
-  free(source);
-  return module;
-}
-
 /* The whole of a text file, NUL-terminated; exits on failure. */
 static inline char *ref_read_file(const char *path)
 {
@@ -287,6 +266,26 @@ static inline char *ref_read_file(const char *path)
   fclose(f);
   text[len] = '\0';
   return text;
+}
+
+/* Compile file from kernels_dir, or the embedded copy of it when kernels_dir
+ * is NULL, for the device's architecture, and load it as a module. */
+static inline CUmodule ref_load_kernels(const ref_device *d, const char *kernels_dir,
+                                        const char *file, const char *embedded)
+{
+  char *source = NULL;
+  char name[4096];
+  snprintf(name, sizeof name, "%s (embedded)", file);
+  if (kernels_dir != NULL) {
+    snprintf(name, sizeof name, "%s/%s", kernels_dir, file);
+    source = ref_read_file(name);
+  }
+  char *cubin = ref_compile_cubin(source ? source : embedded, name, d->cc_major, d->cc_minor);
+  CUmodule module;
+  CHECK(cuModuleLoadData(&module, cubin));
+  free(cubin);
+  free(source);
+  return module;
 }
 
 #endif

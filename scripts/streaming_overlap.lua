@@ -499,10 +499,10 @@ end
 
 -- Runs bench/overlap_ref on the same problem, after all of our own timing,
 -- and prints each configuration both ways. With --auto the reference runs
--- the engine schedule with as many chunks as our best copy-engine schedule.
-local function compare_with_reference(ctx, report)
+-- the engine schedule with as many chunks as our best copy-engine schedule,
+-- found (nil without --auto).
+local function compare_with_reference(ctx, report, found)
   local kernel_dir = cuda.find_kernel("vector_scale.cu"):match("^(.*)/[^/]*$") or "."
-  local found = ctx.found_engines
   local chunks = found and #found.sched.chunks or 20
   local figures, header = bench.reference(args.reference, {"--elements", ctx.data.n, "--runs", args.runs,
       "--warmup", args.warmup, "--device", args.device, "--streams", table.concat(args.streams, ","),
@@ -625,8 +625,10 @@ local function main()
     sequential_vs_sum = seq_stats.median / (ctx.limits.h2d.median + ctx.limits.kernel.median + ctx.limits.d2h.median),
   }
 
+  local found_engines
   if args.auto then
-    local found_engines, found_all, candidates_measured = auto_search(ctx)
+    local found_all, candidates_measured
+    found_engines, found_all, candidates_measured = auto_search(ctx)
     report.auto = {candidates = candidates_measured}
     local function settle(found, label)
       local v = verify(ctx, found.fn)
@@ -646,7 +648,6 @@ local function main()
           :format(copies.chunks, copies.median_ms, 100 * copies.efficiency))
     print(("  the schedule takes %.3fx as long as its copies alone"):format(report.auto.copy_engines.median_ms / copies.median_ms))
     print(verification_line(copies_v))
-    ctx.found_engines = found_engines
     if found_all ~= found_engines then
       report.auto.best = settle(found_all, "Best of all schedules")
     else
@@ -655,7 +656,7 @@ local function main()
     end
   end
   if best and (args.timeline or args.trace) then draw_timeline(ctx, best.sched) end
-  if args.reference then report.reference = compare_with_reference(ctx, report) end
+  if args.reference then report.reference = compare_with_reference(ctx, report, found_engines) end
 
   say()
   say("Key: sequential = one stream, the whole array copied in, computed, copied out.")

@@ -96,6 +96,20 @@ local function shell_quote(word)
   return "'" .. tostring(word):gsub("'", "'\\''") .. "'"
 end
 
+-- "<key> <number> ...": the key and the numbers named by columns, or nil
+-- if the line has another number of words or a word that is not a number.
+local function parse_figure(line, columns)
+  local words = {}
+  for word in line:gmatch("%S+") do words[#words + 1] = word end
+  if #words ~= #columns + 1 then return nil end
+  local figure = {}
+  for i, column in ipairs(columns) do
+    figure[column] = tonumber(words[i + 1])
+    if not figure[column] then return nil end
+  end
+  return words[1], figure
+end
+
 -- Runs a raw C reference program (bench/*_ref) with the given argument
 -- words and reads what it prints: '#' header lines, then one line per
 -- figure, "<key> <number> ...", its numbers named by columns (for example
@@ -112,15 +126,8 @@ function M.reference(path, arguments, columns)
     if line:sub(1, 1) == "#" then
       header[#header + 1] = line
     else
-      local key, rest = line:match("^(%S+)(.*)$")
-      local figure, count = {}, 0
-      for word in (rest or ""):gmatch("%S+") do
-        count = count + 1
-        figure[columns[count] or count] = tonumber(word)
-      end
-      local complete = key and count == #columns
-      for _, c in ipairs(columns) do complete = complete and figure[c] ~= nil end
-      if complete then figures[key] = figure else stray = stray or line end
+      local key, figure = parse_figure(line, columns)
+      if key then figures[key] = figure else stray = stray or line end
     end
   end
   local ok, how, code = pipe:close()
