@@ -5,6 +5,7 @@
  * never wraps silently. A typed scalar (cuda.f32(2.5), cuda.u64(n)) is one
  * converted value that knows its type: a kernel argument of an exact width
  * or a fill pattern. */
+#include <math.h>
 #include <string.h>
 
 #include "cl.h"
