@@ -63,9 +63,7 @@ static void release(cl_Buffer *b, cl_Stream *s)
     h = b->stream->handle;  /* the stream it was allocated on */
   else
     known = 0;
-  cl_mr_release(b->mr, b->ptr, h, known);
-  b->mr->live_bytes -= b->size;
-  b->mr->live_buffers--;
+  cl_mr_release(b->mr, b->ptr, b->size, h, known);
 }
 
 /* buf:close([stream]): an owning buffer's memory goes back to its resource,

@@ -187,59 +187,6 @@ static int make_dirs(const char *dir)
 
 /* --- reading ------------------------------------------------------------- */
 
-static void store_le(unsigned char *p, uint64_t v, int nbytes)
-{
-  for (int i = 0; i < nbytes; i++)
-    p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t load_le(const unsigned char *p, int nbytes)
-{
-  uint64_t v = 0;
-  for (int i = nbytes - 1; i >= 0; i--)
-    v = v << 8 | p[i];
-  return v;
-}
-
-/* Read the regular file at path into a new userdata pushed on the stack.
- * Returns it, or NULL (pushing nothing) with errno set; files larger than
- * limit fail with EFBIG. The userdata is allocated before the file is
- * opened, so a memory error cannot leak the descriptor. */
-void *cl_push_file(lua_State *L, const char *path, size_t limit, size_t *size)
-{
-  struct stat st;
-  if (stat(path, &st) != 0)
-    return NULL;
-  if (S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode)) {
-    errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-    return NULL;
-  }
-  if ((uint64_t)st.st_size > limit) {
-    errno = EFBIG;
-    return NULL;
-  }
-  size_t n = (size_t)st.st_size;
-  char *buf = lua_newuserdatauv(L, n ? n : 1, 0);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    int e = errno;
-    lua_pop(L, 1);
-    errno = e;
-    return NULL;
-  }
-  size_t got = fread(buf, 1, n, f);
-  int grew = got == n && fgetc(f) != EOF;     /* changed since stat: not a stable file */
-  int failed = ferror(f);
-  fclose(f);
-  if (got != n || grew || failed) {
-    lua_pop(L, 1);
-    errno = EIO;
-    return NULL;
-  }
-  *size = n;
-  return buf;
-}
-
 /* 1 when buf (size bytes) is a sound entry for key and kind. */
 static int entry_is_sound(const unsigned char *buf, size_t size,
                           const unsigned char key[CL_HASH_SIZE], int kind)
@@ -248,10 +195,10 @@ static int entry_is_sound(const unsigned char *buf, size_t size,
   cl_Hash h;
   if (size < HEADER_SIZE || memcmp(buf, MAGIC, 8) != 0)
     return 0;
-  uint64_t code_len = load_le(buf + 8, 8), log_len = load_le(buf + 16, 8);
+  uint64_t code_len = cl_load_le(buf + 8, 8), log_len = cl_load_le(buf + 16, 8);
   if (code_len > size || log_len > size || HEADER_SIZE + code_len + log_len != size)
     return 0;
-  if (load_le(buf + 24, 4) != (uint64_t)kind || memcmp(buf + 32, key, CL_HASH_SIZE) != 0)
+  if (cl_load_le(buf + 24, 4) != (uint64_t)kind || memcmp(buf + 32, key, CL_HASH_SIZE) != 0)
     return 0;
   cl_hash_init(&h);
   cl_hash_update(&h, buf + HEADER_SIZE, size - HEADER_SIZE);
@@ -281,7 +228,7 @@ int cl_cache_lookup(lua_State *L, const unsigned char key[CL_HASH_SIZE], int kin
     stats.misses++;
     return 0;
   }
-  size_t code_len = (size_t)load_le(buf + 8, 8);
+  size_t code_len = (size_t)cl_load_le(buf + 8, 8);
   lua_pushlstring(L, (const char *)buf + HEADER_SIZE, code_len);
   lua_pushlstring(L, (const char *)buf + HEADER_SIZE + code_len, size - HEADER_SIZE - code_len);
   lua_remove(L, -3);
@@ -290,6 +237,12 @@ int cl_cache_lookup(lua_State *L, const unsigned char key[CL_HASH_SIZE], int kin
 }
 
 /* --- writing ------------------------------------------------------------- */
+
+static void store_le(unsigned char *p, uint64_t v, int nbytes)
+{
+  for (int i = 0; i < nbytes; i++)
+    p[i] = (unsigned char)(v >> (8 * i));
+}
 
 static int write_all(int fd, const void *data, size_t len)
 {

@@ -7,6 +7,8 @@
 #ifndef CUDALUA_CL_H
 #define CUDALUA_CL_H
 
+#include <float.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -99,9 +101,11 @@ typedef struct cl_MemoryResource {
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
-/* Give memory back to its resource, stream-ordered on s where the
- * resource is a pool. Never raises: it runs in finalizers too. */
-void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr ptr, CUstream s, int stream_known);
+/* Give a buffer's size bytes at ptr back to its resource, stream-ordered on
+ * s where the resource is a pool, and count the buffer out of the
+ * resource's live totals. Never raises: it runs in finalizers too. */
+void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size, CUstream s,
+                   int stream_known);
 extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
 
 /* --- buffers (buffer.c) -------------------------------------------------- */
@@ -134,7 +138,7 @@ static inline int cl_mr_device_accessible(const cl_MemoryResource *mr)
   return mr->kind != CL_MR_HOST;
 }
 
-/* --- element types (dtype.c): shared by views and typed scalars ---------- */
+/* --- element types and typed scalars (dtype.c) --------------------------- */
 
 typedef enum {
   CL_F32, CL_F64, CL_I8, CL_I16, CL_I32, CL_I64, CL_U8, CL_U16, CL_U32, CL_U64,
@@ -149,6 +153,30 @@ cl_DType cl_check_dtype(lua_State *L, int i);
  * naming the type for values the type cannot hold. */
 void cl_dtype_store(lua_State *L, int i, cl_DType t, void *dst);
 void cl_dtype_push(lua_State *L, cl_DType t, const void *src);
+/* Whether float32 holds x (infinities and NaN included): a C cast of a
+ * finite double beyond float's range is undefined. Inline: view.c checks
+ * every element of a conversion with it. */
+static inline int cl_fits_float32(double x)
+{
+  return !isfinite(x) || fabs(x) <= FLT_MAX;
+}
+
+/* A typed scalar, cuda.f32(2.5) or cuda.u64(n): a kernel argument of an
+ * exact width, a fill pattern, a view's operand converted to its dtype. */
+typedef struct cl_Scalar {
+  cl_DType type;
+  union {
+    unsigned char bytes[8];
+    float f32; double f64;
+    int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+    uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+  } v;
+} cl_Scalar;
+
+/* The scalar at i, or NULL for any other value. */
+cl_Scalar *cl_test_scalar(lua_State *L, int i);
+/* Set sc to the number at index i converted to t, as cl_dtype_store does. */
+void cl_scalar_store(lua_State *L, int i, cl_DType t, cl_Scalar *sc);
 
 /* --- programs and kernels (program.c) ------------------------------------ */
 
@@ -200,24 +228,21 @@ void cl_cache_store(const unsigned char key[CL_HASH_SIZE], int kind, const char 
                     size_t code_len, const char *log, size_t log_len);
 /* cuda.compile_cache_stats() */
 int cl_cache_stats(lua_State *L);
+
+/* --- reading files (file.c) ---------------------------------------------- */
+
 /* Read a regular file into a new userdata on the stack; NULL with errno. */
 void *cl_push_file(lua_State *L, const char *path, size_t limit, size_t *size);
+/* The nbytes-byte little-endian unsigned integer at p (file formats). */
+static inline uint64_t cl_load_le(const unsigned char *p, int nbytes)
+{
+  uint64_t v = 0;
+  for (int i = nbytes - 1; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
 
-/* --- typed scalars (launch.c) -------------------------------------------- */
-
-typedef struct cl_Scalar {
-  cl_DType type;
-  union {
-    unsigned char bytes[8];
-    float f32; double f64;
-    int8_t i8; int16_t i16; int32_t i32; int64_t i64;
-    uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
-  } v;
-} cl_Scalar;
-
-cl_Scalar *cl_test_scalar(lua_State *L, int i);
-
-/* --- handles: the pattern every type follows (cuda.c) -------------------- */
+/* --- handles: the pattern every type follows (handle.c) ------------------ */
 
 /* Register a type: metamethods `meta`, methods `methods`, and `fields`,
  * called as fields(L) with (self, key) for keys that are not methods. */
@@ -226,24 +251,46 @@ void cl_new_type(lua_State *L, const char *tname, const luaL_Reg *meta,
 /* luaL_checkudata, then "cuda.X is closed" for a closed handle. */
 void *cl_check_open(lua_State *L, int i, const char *tname);
 
-/* Fast type checks for the hot paths (launch, copies, record). Every method
- * and module function is registered with the metatables of these types as
- * upvalues, so a check is one metatable comparison instead of a registry
- * lookup by name. Only functions registered through cl_new_type,
- * cl_add_methods or cl_setfuncs may use them. */
+/* Fast type checks for the hot paths (launch, copies, record, v[i]). Every
+ * method, metamethod and module function is registered with the metatables
+ * of these types as upvalues 1 to CL_NUV, so a check is one metatable
+ * comparison instead of a registry lookup by name. Only functions
+ * registered through cl_new_type, cl_add_methods, cl_setfuncs or
+ * cl_push_closure may use them (and the fields functions of cl_new_type,
+ * which run inside its __index). */
 enum { CL_UV_BUFFER = 1, CL_UV_STREAM, CL_UV_EVENT, CL_UV_SCALAR, CL_UV_CONFIG,
-       CL_UV_KERNEL, CL_UV_GRAPH, CL_NUV = CL_UV_GRAPH };
+       CL_UV_KERNEL, CL_UV_GRAPH, CL_UV_VIEW, CL_NUV = CL_UV_VIEW };
+/* In a type's __index closure, the upvalue after those: its methods table. */
+#define CL_UV_METHODS (CL_NUV + 1)
 void cl_setfuncs(lua_State *L, const luaL_Reg *fns);
+/* Push fn as a closure over the metatables (upvalues 1 to CL_NUV) and the
+ * n values on the top of the stack, which it pops (upvalues CL_NUV + 1 on):
+ * for metamethods a type sets up itself, such as View's __index. */
+void cl_push_closure(lua_State *L, lua_CFunction fn, int n);
+
+/* The metatable of the value at i, as a pointer to compare; NULL for none.
+ * A pointer comparison is cheaper than lua_rawequal. */
+static inline const void *cl_metatable_of(lua_State *L, int i)
+{
+  if (!lua_getmetatable(L, i))
+    return NULL;
+  const void *mt = lua_topointer(L, -1);
+  lua_pop(L, 1);
+  return mt;
+}
+
+/* Whether mt, from cl_metatable_of, is the metatable in upvalue uv: for a
+ * value that may be one of several types (a kernel argument). */
+static inline int cl_metatable_is(lua_State *L, const void *mt, int uv)
+{
+  return mt != NULL && mt == lua_topointer(L, lua_upvalueindex(uv));
+}
 
 /* The userdata at i if its metatable is upvalue uv, else NULL. */
 static inline void *cl_fast_test(lua_State *L, int i, int uv)
 {
   void *p = lua_touserdata(L, i);
-  if (p == NULL || !lua_getmetatable(L, i))
-    return NULL;
-  const void *mt = lua_topointer(L, -1);   /* cheaper than lua_rawequal */
-  lua_pop(L, 1);
-  return mt == lua_topointer(L, lua_upvalueindex(uv)) ? p : NULL;
+  return p != NULL && cl_metatable_is(L, cl_metatable_of(L, i), uv) ? p : NULL;
 }
 
 /* An open handle of type uv (named tname), or the usual errors. */
@@ -267,6 +314,8 @@ void cl_check_options(lua_State *L, int idx, const char *const known[]);
 int cl_opt_boolean(lua_State *L, int idx, const char *field, int def);
 lua_Integer cl_opt_integer(lua_State *L, int idx, const char *field, lua_Integer def);
 const char *cl_opt_string(lua_State *L, int idx, const char *field, const char *def);
+
+/* --- the module (cuda.c) ------------------------------------------------ */
 
 /* The folder that holds scripts/ and kernels/: $(pkgdatadir) when
  * installed; the interpreter points it at the source tree when it runs from

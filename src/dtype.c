@@ -1,9 +1,10 @@
-/* dtype.c: the element types shared by host views and typed scalars.
+/* dtype.c: the element types of host views, and typed scalars.
  *
  * Conversions are checked: storing 300 into a uint8, 2^40 into an int32,
  * -1 into a uint64 or a string anywhere raises an error naming the type,
- * never wraps silently. */
-#include <float.h>
+ * never wraps silently. A typed scalar (cuda.f32(2.5), cuda.u64(n)) is one
+ * converted value that knows its type: a kernel argument of an exact width
+ * or a fill pattern. */
 #include <math.h>
 #include <string.h>
 
@@ -68,8 +69,7 @@ void cl_dtype_store(lua_State *L, int i, cl_DType t, void *dst)
   switch (t) {
   case CL_F32: {
     double x = check_float(L, i, t);
-    /* a C cast of a finite double beyond float's range is undefined */
-    if (isfinite(x) && fabs(x) > FLT_MAX)
+    if (!cl_fits_float32(x))
       range_error(L, i, t);
     float v = (float)x;
     memcpy(dst, &v, 4);
@@ -114,8 +114,67 @@ void cl_dtype_push(lua_State *L, cl_DType t, const void *src)
   }
 }
 
+/* --- typed scalars: cuda.f32(2.5), cuda.u64(n), ... -------------------------- */
+
+cl_Scalar *cl_test_scalar(lua_State *L, int i)
+{
+  return luaL_testudata(L, i, CL_SCALAR);
+}
+
+void cl_scalar_store(lua_State *L, int i, cl_DType t, cl_Scalar *sc)
+{
+  memset(sc, 0, sizeof *sc);
+  sc->type = t;
+  cl_dtype_store(L, i, t, sc->v.bytes);
+}
+
+/* cuda.f32(x) and friends; upvalue 1 is the dtype. */
+static int new_scalar(lua_State *L)
+{
+  cl_DType t = (cl_DType)lua_tointeger(L, lua_upvalueindex(1));
+  luaL_checkany(L, 1);
+  cl_Scalar *sc = lua_newuserdatauv(L, sizeof *sc, 0);
+  cl_scalar_store(L, 1, t, sc);
+  luaL_setmetatable(L, CL_SCALAR);
+  return 1;
+}
+
+static const char *const scalar_functions[CL_NDTYPES] = {
+  "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"
+};
+
+static int scalar_tostring(lua_State *L)
+{
+  cl_Scalar *sc = luaL_checkudata(L, 1, CL_SCALAR);
+  cl_dtype_push(L, sc->type, sc->v.bytes);
+  lua_pushfstring(L, "cuda.%s(%s)", scalar_functions[sc->type], luaL_tolstring(L, -1, NULL));
+  return 1;
+}
+
+static int scalar_fields(lua_State *L)
+{
+  cl_Scalar *sc = luaL_checkudata(L, 1, CL_SCALAR);
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "value") == 0)
+    cl_dtype_push(L, sc->type, sc->v.bytes);
+  else if (strcmp(key, "dtype") == 0)
+    lua_pushstring(L, cl_dtype_names[sc->type]);
+  else if (strcmp(key, "size") == 0)
+    lua_pushinteger(L, cl_dtype_sizes[sc->type]);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
 void cl_open_dtype(lua_State *L)
 {
+  static const luaL_Reg scalar_meta[] = {{"__tostring", scalar_tostring}, {NULL, NULL}};
+  cl_new_type(L, CL_SCALAR, scalar_meta, NULL, scalar_fields);
+  for (int t = 0; t < CL_NDTYPES; t++) {
+    lua_pushinteger(L, t);
+    lua_pushcclosure(L, new_scalar, 1);
+    lua_setfield(L, -2, scalar_functions[t]);
+  }
   lua_createtable(L, 0, CL_NDTYPES);
   for (int t = 0; t < CL_NDTYPES; t++) {
     lua_pushinteger(L, cl_dtype_sizes[t]);

@@ -1,4 +1,4 @@
-/* launch.c: typed scalars, cuda.LaunchConfig and cuda.launch.
+/* launch.c: cuda.LaunchConfig and cuda.launch.
  *
  * cuda.launch is the hottest path in cudalua: it checks every argument
  * against the kernel's parameter sizes (which the driver reports) before
@@ -7,52 +7,6 @@
 #include <string.h>
 
 #include "cl.h"
-
-/* --- typed scalars: cuda.f32(2.5), cuda.u64(n), ... ---------------------------- */
-
-cl_Scalar *cl_test_scalar(lua_State *L, int i)
-{
-  return luaL_testudata(L, i, CL_SCALAR);
-}
-
-static int new_scalar(lua_State *L)
-{
-  cl_DType t = (cl_DType)lua_tointeger(L, lua_upvalueindex(1));
-  luaL_checkany(L, 1);
-  cl_Scalar *sc = lua_newuserdatauv(L, sizeof *sc, 0);
-  memset(sc, 0, sizeof *sc);
-  sc->type = t;
-  cl_dtype_store(L, 1, t, sc->v.bytes);
-  luaL_setmetatable(L, CL_SCALAR);
-  return 1;
-}
-
-static const char *const scalar_functions[CL_NDTYPES] = {
-  "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"
-};
-
-static int scalar_tostring(lua_State *L)
-{
-  cl_Scalar *sc = luaL_checkudata(L, 1, CL_SCALAR);
-  cl_dtype_push(L, sc->type, sc->v.bytes);
-  lua_pushfstring(L, "cuda.%s(%s)", scalar_functions[sc->type], luaL_tolstring(L, -1, NULL));
-  return 1;
-}
-
-static int scalar_fields(lua_State *L)
-{
-  cl_Scalar *sc = luaL_checkudata(L, 1, CL_SCALAR);
-  const char *key = luaL_checkstring(L, 2);
-  if (strcmp(key, "value") == 0)
-    cl_dtype_push(L, sc->type, sc->v.bytes);
-  else if (strcmp(key, "dtype") == 0)
-    lua_pushstring(L, cl_dtype_names[sc->type]);
-  else if (strcmp(key, "size") == 0)
-    lua_pushinteger(L, cl_dtype_sizes[sc->type]);
-  else
-    lua_pushnil(L);
-  return 1;
-}
 
 /* --- cuda.LaunchConfig{grid, block, shmem, cluster, cooperative} ----------------- */
 
@@ -240,26 +194,16 @@ static void pack_number(lua_State *L, cl_Kernel *k, int i, int n, int size, uint
               "a float is 4 or 8 bytes", size);
 }
 
-/* The metatable of the value at i, as a pointer to compare; NULL if none. */
-static const void *metatable_of(lua_State *L, int i)
-{
-  if (!lua_getmetatable(L, i))
-    return NULL;
-  const void *mt = lua_topointer(L, -1);
-  lua_pop(L, 1);
-  return mt;
-}
-
 static void pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d, uint64_t *slot)
 {
   int size = k->param_size[n - 1];
   int type = lua_type(L, i);
-  const void *mt = type == LUA_TUSERDATA ? metatable_of(L, i) : NULL;
+  const void *mt = type == LUA_TUSERDATA ? cl_metatable_of(L, i) : NULL;
   if (type == LUA_TNUMBER)
     pack_number(L, k, i, n, size, slot);
-  else if (mt && mt == lua_topointer(L, lua_upvalueindex(CL_UV_BUFFER)))
+  else if (cl_metatable_is(L, mt, CL_UV_BUFFER))
     pack_buffer(L, k, n, size, lua_touserdata(L, i), d, slot);
-  else if (mt && mt == lua_topointer(L, lua_upvalueindex(CL_UV_SCALAR))) {
+  else if (cl_metatable_is(L, mt, CL_UV_SCALAR)) {
     cl_Scalar *sc = lua_touserdata(L, i);
     if (cl_dtype_sizes[sc->type] != size)
       arg_error(L, k, n, "%s does not match the parameter's %d bytes",
@@ -354,15 +298,8 @@ static int cuda_launch(lua_State *L)
 
 void cl_open_launch(lua_State *L)
 {
-  static const luaL_Reg scalar_meta[] = {{"__tostring", scalar_tostring}, {NULL, NULL}};
   static const luaL_Reg config_meta[] = {{"__tostring", config_tostring}, {NULL, NULL}};
-  cl_new_type(L, CL_SCALAR, scalar_meta, NULL, scalar_fields);
   cl_new_type(L, CL_LAUNCHCONFIG, config_meta, NULL, config_fields);
-  for (int t = 0; t < CL_NDTYPES; t++) {
-    lua_pushinteger(L, t);
-    lua_pushcclosure(L, new_scalar, 1);
-    lua_setfield(L, -2, scalar_functions[t]);
-  }
   static const luaL_Reg functions[] = {
     {"launch", cuda_launch}, {"LaunchConfig", cuda_launch_config}, {NULL, NULL}
   };

@@ -11,6 +11,9 @@
  *            50-55 GB/s, but pools depend more on the driver and system.
  *   managed  cuMemAllocManaged, never more than the device has free.
  *   host     pageable, aligned malloc memory; needs no GPU.
+ *
+ * A resource's live buffers and bytes are counted here alone: up in
+ * allocate, down in cl_mr_release, which a buffer calls when it closes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -232,8 +235,11 @@ static int mr_allocate(lua_State *L)
   return 1;
 }
 
-void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int stream_known)
+void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr p, size_t size, CUstream s,
+                   int stream_known)
 {
+  mr->live_bytes -= size;
+  mr->live_buffers--;
   switch (mr->kind) {
   case CL_MR_HOST:
     free((void *)(uintptr_t)p);

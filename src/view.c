@@ -32,7 +32,6 @@
  * through the `ops` table, never inside a loop. Binary kernels take no
  * restrict pointers: v:mul(v) (an operand aliasing its target) is legal, and
  * the vectorizer checks for overlap at run time. */
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -399,13 +398,6 @@ static const Ops ops[CL_NDTYPES] = {
 
 /* --- checking views and arguments ----------------------------------------- */
 
-/* A C cast of a finite double beyond float's range is undefined; such values
- * are range errors, as in cl_dtype_store. */
-static int fits_float32(double x)
-{
-  return !isfinite(x) || fabs(x) <= FLT_MAX;
-}
-
 static int is_signed(cl_DType t)
 {
   return t == CL_I8 || t == CL_I16 || t == CL_I32 || t == CL_I64;
@@ -430,9 +422,17 @@ static void check_open(lua_State *L, const View *v)
     luaL_error(L, "%s is closed", CL_BUFFER);
 }
 
+/* The view at i, open or not; every function of the type has the
+ * metatables as upvalues (cl.h), so v[i] costs no lookup by name. */
+static View *to_view(lua_State *L, int i)
+{
+  View *v = cl_fast_test(L, i, CL_UV_VIEW);
+  return v ? v : luaL_checkudata(L, i, CL_VIEW);
+}
+
 static View *check_view(lua_State *L, int i)
 {
-  View *v = luaL_checkudata(L, i, CL_VIEW);
+  View *v = to_view(L, i);
   check_open(L, v);
   return v;
 }
@@ -466,16 +466,6 @@ static View *check_operand(lua_State *L, int i, const View *v, int any_type)
     luaL_error(L, "dtype mismatch: %s of %s and operand of %s", CL_VIEW,
                cl_dtype_names[v->type], cl_dtype_names[o->type]);
   return o;
-}
-
-/* A scalar converted to v's element type, exactly as v[i] = x converts it. */
-typedef union Scalar { unsigned char bytes[8]; double align; } Scalar;
-
-static Scalar check_scalar(lua_State *L, int i, const View *v)
-{
-  Scalar s;
-  cl_dtype_store(L, i, v->type, s.bytes);
-  return s;
 }
 
 static int return_self(lua_State *L)
@@ -539,44 +529,27 @@ static int view_fields(lua_State *L)
   return 1;
 }
 
-/* The view at slot 1 of __index or __newindex. They keep the metatable in
- * upvalue `up` and compare it directly: v[i] is the hot path, and
- * luaL_checkudata looks the metatable up by name on every call. */
-static View *check_self(lua_State *L, int up)
-{
-  View *v = lua_touserdata(L, 1);
-  int ok = v && lua_getmetatable(L, 1);
-  if (ok) {
-    ok = lua_rawequal(L, -1, lua_upvalueindex(up));
-    lua_pop(L, 1);
-  }
-  if (!ok)
-    luaL_checkudata(L, 1, CL_VIEW);   /* raises the usual type error */
-  return v;
-}
-
 /* __index: v[i] first (the hot path), then methods, then fields.
- * Upvalues: the methods table, the metatable. */
+ * A closure from cl_push_closure over the methods table. */
 static int view_index(lua_State *L)
 {
-  View *v = check_self(L, 2);
+  View *v = to_view(L, 1);
   if (lua_type(L, 2) == LUA_TNUMBER) {
     check_open(L, v);
     cl_dtype_push(L, v->type, element(v, check_index(L, v, 2)));
     return 1;
   }
   lua_pushvalue(L, 2);
-  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+  if (lua_rawget(L, lua_upvalueindex(CL_UV_METHODS)) != LUA_TNIL)
     return 1;
   lua_pop(L, 1);
   return view_fields(L);
 }
 
-/* __newindex: v[i] = x. Upvalue: the metatable. */
+/* __newindex: v[i] = x. */
 static int view_newindex(lua_State *L)
 {
-  View *v = check_self(L, 1);
-  check_open(L, v);
+  View *v = check_view(L, 1);
   if (lua_type(L, 2) != LUA_TNUMBER)
     return luaL_error(L, "cannot assign to field '%s' of %s: index with integers",
                       luaL_tolstring(L, 2, NULL), CL_VIEW);
@@ -592,7 +565,7 @@ static int view_len(lua_State *L)
 
 static int view_tostring(lua_State *L)
 {
-  View *v = luaL_checkudata(L, 1, CL_VIEW);
+  View *v = to_view(L, 1);
   if (!cl_buffer_is_open(v->buf))
     return cl_push_closed_name(L, CL_VIEW);
   lua_pushfstring(L, "%s(%s[%I])", CL_VIEW, cl_dtype_names[v->type], (lua_Integer)v->len);
@@ -636,8 +609,9 @@ static int view_to_table(lua_State *L)
 static int view_fill(lua_State *L)
 {
   View *v = check_view(L, 1);
-  Scalar s = check_scalar(L, 2, v);
-  ops[v->type].fill(v->base, v->len, s.bytes);
+  cl_Scalar s;
+  cl_scalar_store(L, 2, v->type, &s);
+  ops[v->type].fill(v->base, v->len, s.v.bytes);
   return return_self(L);
 }
 
@@ -651,7 +625,7 @@ static int view_iota(lua_State *L)
     double start = luaL_checknumber(L, 2), step = luaL_optnumber(L, 3, 1);
     double last = start + (double)(v->len ? v->len - 1 : 0) * step;
     /* the values run monotonically from start to last */
-    if (v->type == CL_F32 && !(fits_float32(start) && fits_float32(last)))
+    if (v->type == CL_F32 && !(cl_fits_float32(start) && cl_fits_float32(last)))
       return luaL_error(L, "iota(%f, %f) over %I elements leaves the range of float32",
                         (lua_Number)start, (lua_Number)step, (lua_Integer)v->len);
     o->fiota(v->base, v->len, start, step);
@@ -678,7 +652,7 @@ static int view_random(lua_State *L)
   if (o->frandom) {
     double lo = luaL_checknumber(L, 2), hi = luaL_checknumber(L, 3);
     if (v->type == CL_F32) {
-      if (!fits_float32(lo) || !fits_float32(hi))
+      if (!cl_fits_float32(lo) || !cl_fits_float32(hi))
         return luaL_error(L, "random: [%f, %f) leaves the range of float32", (lua_Number)lo,
                           (lua_Number)hi);
       lo = (float)lo;
@@ -720,7 +694,7 @@ static int overlaps(const View *a, const View *b)
 static size_t first_past_float32(const double *d, size_t n)
 {
   for (size_t i = 0; i < n; i++)
-    if (!fits_float32(d[i]))
+    if (!cl_fits_float32(d[i]))
       return i;
   return n;
 }
@@ -786,10 +760,10 @@ static int view_copy(lua_State *L)
 
 typedef enum { ADD, SUB, MUL, DIV } Arith;
 
-static void check_divisor_scalar(lua_State *L, const View *v, const Scalar *s)
+static void check_divisor_scalar(lua_State *L, const View *v, const cl_Scalar *s)
 {
   static const unsigned char zero[8] = {0};
-  if (!cl_dtype_is_float(v->type) && memcmp(s->bytes, zero, cl_dtype_sizes[v->type]) == 0)
+  if (!cl_dtype_is_float(v->type) && memcmp(s->v.bytes, zero, cl_dtype_sizes[v->type]) == 0)
     luaL_error(L, "integer division by zero (%s)", cl_dtype_names[v->type]);
 }
 
@@ -809,14 +783,15 @@ static int arith(lua_State *L, Arith op)
   View *v = check_view(L, 1);
   const Ops *o = &ops[v->type];
   if (lua_type(L, 2) == LUA_TNUMBER) {
-    Scalar s = check_scalar(L, 2, v);
+    cl_Scalar s;
+    cl_scalar_store(L, 2, v->type, &s);
     void (*const kernel[])(void *, size_t, const void *) = {o->add_s, o->sub_s, o->mul_s, o->div_s};
     if (op == DIV)
       check_divisor_scalar(L, v, &s);
-    kernel[op](v->base, v->len, s.bytes);
+    kernel[op](v->base, v->len, s.v.bytes);
     return return_self(L);
   }
-  if (!luaL_testudata(L, 2, CL_VIEW))
+  if (!cl_fast_test(L, 2, CL_UV_VIEW))
     return luaL_typeerror(L, 2, "number or cuda.View");
   View *y = check_operand(L, 2, v, 0);
   void (*const kernel[])(void *, const void *, size_t) = {o->add_v, o->sub_v, o->mul_v, o->div_v};
@@ -883,14 +858,14 @@ static int view_sum(lua_State *L)
 static int extreme(lua_State *L, int want_max)
 {
   View *v = check_view(L, 1);
-  Scalar m;
+  cl_Scalar m;
   if (v->len == 0)
     return luaL_error(L, "%s of an empty %s", want_max ? "max" : "min", CL_VIEW);
   const Ops *o = &ops[v->type];
-  if ((want_max ? o->max : o->min)(v->base, v->len, m.bytes))
+  if ((want_max ? o->max : o->min)(v->base, v->len, m.v.bytes))
     lua_pushnumber(L, (lua_Number)NAN);
   else
-    cl_dtype_push(L, v->type, m.bytes);
+    cl_dtype_push(L, v->type, m.v.bytes);
   return 1;
 }
 
@@ -985,14 +960,13 @@ void cl_open_view(lua_State *L)
   static const luaL_Reg buffer_methods[] = {{"view", buffer_view}, {NULL, NULL}};
   cl_new_type(L, CL_VIEW, meta, methods, NULL);
   /* Replace the plain methods-table __index with one that serves v[i]
-   * first; the methods table stays upvalue 1, where cl_add_methods looks. */
+   * first; the methods table becomes its upvalue CL_UV_METHODS, where
+   * cl_add_methods looks. */
   luaL_getmetatable(L, CL_VIEW);
   lua_getfield(L, -1, "__index");
-  lua_pushvalue(L, -2);
-  lua_pushcclosure(L, view_index, 2);
+  cl_push_closure(L, view_index, 1);
   lua_setfield(L, -2, "__index");
-  lua_pushvalue(L, -1);
-  lua_pushcclosure(L, view_newindex, 1);
+  cl_push_closure(L, view_newindex, 0);
   lua_setfield(L, -2, "__newindex");
   lua_pop(L, 1);
   cl_add_methods(L, CL_BUFFER, buffer_methods);

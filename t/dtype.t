@@ -34,4 +34,18 @@ t.raises(function() cuda.f32(1e39) end, "out of range for float32", "f32 rejects
 t.ok(cuda.f32(math.huge).value == math.huge, "f32 keeps inf")
 t.ok(cuda.f32(0/0).value ~= cuda.f32(0/0).value, "f32 keeps NaN")
 t.raises(function() cuda.f32({}) end, "float32 expects a number, got table", "f32 of a table")
+
+-- Scalars and views share one float32 range: FLT_MAX fits, the next double
+-- past it does not.
+local flt_max = (2 - 2^-23) * 2^127
+local past_flt_max = flt_max + 2^(127 - 52)
+t.is(cuda.f32(flt_max).value, flt_max, "f32 holds FLT_MAX")
+t.raises(function() cuda.f32(past_flt_max) end, "out of range for float32", "f32 rejects the double after FLT_MAX")
+t.raises(function() cuda.f32(-past_flt_max) end, "out of range for float32", "f32 rejects minus it")
+local v = cuda.HostMemoryResource():allocate(8):view("float32")
+v:fill(flt_max)
+t.is(v[2], flt_max, "a float32 view holds FLT_MAX")
+t.raises(function() v:fill(past_flt_max) end, "out of range for float32", "a float32 view rejects the double after FLT_MAX")
+t.raises(function() v:iota(0, past_flt_max) end, "leaves the range of float32", "float32 iota stops at FLT_MAX too")
+t.is(v[2], flt_max, "a rejected fill writes nothing")
 t.done()

@@ -710,6 +710,9 @@ do
   t.raises(function() return mt.__index(buf, 1) end, "cuda%.View expected, got cuda%.Buffer", "__index checks its self")
   t.raises(function() mt.__newindex({}, 1, 1) end, "cuda%.View expected, got table", "__newindex checks its self")
   t.raises(function() v.fill(buf, 1) end, "cuda%.View expected, got cuda%.Buffer", "methods check their self")
+  t.raises(function() return mt.__len(buf) end, "cuda%.View expected, got cuda%.Buffer", "__len checks its self")
+  t.raises(function() return mt.__tostring({}) end, "cuda%.View expected, got table", "__tostring checks its self")
+  t.raises(function() v:add(buf) end, "number or cuda%.View expected, got cuda%.Buffer", "add a buffer")
 
   t.raises(function() return v[0] end, "index 0 out of range %(length 10%)", "v[0]")
   t.raises(function() return v[11] end, "index 11 out of range %(length 10%)", "v[#v + 1]")

@@ -1,0 +1,174 @@
+/* handle.c: the handle pattern every type follows, and option tables.
+ *
+ * Every function a type or the module registers gets, as upvalues 1 to
+ * CL_NUV, the metatables of the types the hot paths check (cl.h's CL_UV_*),
+ * so that cl_fast_test compares one pointer instead of looking a metatable
+ * up by name. A type's __index closure carries its methods table next, as
+ * upvalue CL_UV_METHODS, where cl_add_methods finds it. */
+#include <string.h>
+
+#include "cl.h"
+
+/* The metatables the fast checks compare with, in CL_UV_* order. */
+static const char *const upvalue_types[CL_NUV] = {
+  CL_BUFFER, CL_STREAM, CL_EVENT, CL_SCALAR, CL_LAUNCHCONFIG, CL_KERNEL, CL_GRAPH, CL_VIEW
+};
+
+/* Push the metatables, creating those whose type is not registered yet. */
+static void push_upvalue_types(lua_State *L)
+{
+  for (int k = 0; k < CL_NUV; k++)
+    luaL_newmetatable(L, upvalue_types[k]);
+}
+
+void cl_setfuncs(lua_State *L, const luaL_Reg *fns)
+{
+  push_upvalue_types(L);
+  luaL_setfuncs(L, fns, CL_NUV);
+}
+
+void cl_push_closure(lua_State *L, lua_CFunction fn, int n)
+{
+  push_upvalue_types(L);
+  lua_rotate(L, -(CL_NUV + n), CL_NUV);   /* the metatables below the n values */
+  lua_pushcclosure(L, fn, CL_NUV + n);
+}
+
+#define UV_FIELDS (CL_UV_METHODS + 1)
+
+/* __index for handles: methods first, then the type's attribute fields,
+ * which run in this frame and so see the metatables too. */
+static int handle_index(lua_State *L)
+{
+  lua_pushvalue(L, 2);
+  if (lua_rawget(L, lua_upvalueindex(CL_UV_METHODS)) != LUA_TNIL)
+    return 1;
+  lua_pop(L, 1);
+  lua_CFunction fields = lua_tocfunction(L, lua_upvalueindex(UV_FIELDS));
+  return fields ? fields(L) : 0;
+}
+
+void cl_new_type(lua_State *L, const char *tname, const luaL_Reg *meta,
+                 const luaL_Reg *methods, lua_CFunction fields)
+{
+  luaL_newmetatable(L, tname);
+  if (meta)
+    cl_setfuncs(L, meta);
+  lua_newtable(L);
+  if (methods)
+    cl_setfuncs(L, methods);
+  if (fields) {
+    lua_pushcfunction(L, fields);
+    cl_push_closure(L, handle_index, 2);
+  }
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+}
+
+void cl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods)
+{
+  luaL_getmetatable(L, tname);
+  lua_getfield(L, -1, "__index");
+  if (lua_iscfunction(L, -1)) {
+    lua_getupvalue(L, -1, CL_UV_METHODS);
+    lua_remove(L, -2);
+  }
+  cl_setfuncs(L, methods);
+  lua_pop(L, 2);
+}
+
+void *cl_check_open(lua_State *L, int i, const char *tname)
+{
+  int *closed = luaL_checkudata(L, i, tname);
+  if (*closed)
+    luaL_error(L, "%s is closed", tname);
+  return closed;
+}
+
+int cl_push_closed_name(lua_State *L, const char *tname)
+{
+  lua_pushfstring(L, "%s (closed)", tname);
+  return 1;
+}
+
+/* --- option tables ------------------------------------------------------ */
+
+void cl_check_options(lua_State *L, int idx, const char *const known[])
+{
+  if (lua_isnoneornil(L, idx))
+    return;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    int found = 0;
+    if (lua_type(L, -1) == LUA_TSTRING)
+      for (int k = 0; known[k] && !found; k++)
+        found = strcmp(lua_tostring(L, -1), known[k]) == 0;
+    if (!found) {
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      for (int k = 0; known[k]; k++) {
+        luaL_addstring(&b, k ? ", " : "");
+        luaL_addstring(&b, known[k]);
+      }
+      luaL_pushresult(&b);
+      const char *key = luaL_tolstring(L, -2, NULL);
+      luaL_argerror(L, idx, lua_pushfstring(L, "unknown option '%s' (known: %s)", key,
+                                            lua_tostring(L, -2)));
+    }
+  }
+}
+
+/* Push the field, or nothing and return 0 when the table or field is absent. */
+static int get_option(lua_State *L, int idx, const char *field)
+{
+  if (lua_isnoneornil(L, idx))
+    return 0;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  if (lua_getfield(L, idx, field) == LUA_TNIL) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  return 1;
+}
+
+static void option_type_error(lua_State *L, int idx, const char *field, const char *want)
+{
+  luaL_argerror(L, idx, lua_pushfstring(L, "field '%s' must be %s, got %s", field, want,
+                                        luaL_typename(L, -1)));
+}
+
+int cl_opt_boolean(lua_State *L, int idx, const char *field, int def)
+{
+  if (!get_option(L, idx, field))
+    return def;
+  if (!lua_isboolean(L, -1))
+    option_type_error(L, idx, field, "a boolean");
+  int v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+lua_Integer cl_opt_integer(lua_State *L, int idx, const char *field, lua_Integer def)
+{
+  if (!get_option(L, idx, field))
+    return def;
+  int isint = 0;
+  lua_Integer v = lua_tointegerx(L, -1, &isint);
+  if (!isint || lua_type(L, -1) != LUA_TNUMBER)
+    option_type_error(L, idx, field, "an integer");
+  lua_pop(L, 1);
+  return v;
+}
+
+const char *cl_opt_string(lua_State *L, int idx, const char *field, const char *def)
+{
+  if (!get_option(L, idx, field))
+    return def;
+  if (lua_type(L, -1) != LUA_TSTRING)
+    option_type_error(L, idx, field, "a string");
+  const char *v = lua_tostring(L, -1);  /* anchored in the option table */
+  lua_pop(L, 1);
+  return v;
+}
