@@ -41,15 +41,12 @@ local FIGURE_KEYS = {}
 for i, f in ipairs(FIGURES) do FIGURE_KEYS[i] = f.key end
 local DIGITS = {us = 3, ms = 4}   -- decimals printed per unit
 
-local clock = cuda.clock
-
 local function fail(message)
   io.stderr:write("launch_cost: ", message, "\n")
   os.exit(1)
 end
 
 -- --- options ------------------------------------------------------------------
-
 local function batch_size(text)
   local n, why = cli.positive_integer(text)
   if n and n > MAX_BATCH then
@@ -62,10 +59,8 @@ local function parse_options(argv)
   local parser = cli.parser("launch_cost",
     "Host cost per call of cuda.launch, Buffer:copy_to and Stream:record, and of replaying a " ..
     "graph of 100 launches, measured like the raw C driver API reference bench/launch_ref.")
-  parser:option("--reference", "Path to bench/launch_ref: run it and print cudalua / C ratios.")
-    :argname("<path>")
-  parser:option("--repeats", "Timed batches per figure.", tostring(DEFAULT_REPEATS))
-    :convert(cli.positive_integer)
+  parser:option("--reference", "Path to bench/launch_ref: run it and print cudalua / C ratios."):argname("<path>")
+  parser:option("--repeats", "Timed batches per figure.", tostring(DEFAULT_REPEATS)):convert(cli.positive_integer)
   parser:option("--batch", ("Calls per timed batch (1..%d); graph replays are timed in " ..
     "batches of max(1, batch // 10)."):format(MAX_BATCH), tostring(DEFAULT_BATCH))
     :convert(batch_size)
@@ -77,26 +72,14 @@ local function parse_options(argv)
 end
 
 -- --- the device and what the timed loops use -----------------------------------
-
-local function compile_kernels(dev, kernel_path)
-  local source_file <close> = assert(io.open(kernel_path, "r"))
-  local code = cuda.Program(source_file:read("a"), "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
-  return code:get_kernel("empty"), code:get_kernel("empty4")
-end
-
--- Device memory from the device's default pool, as launch_ref allocates it
--- with cuMemAllocAsync; page-locked host memory without a pool, as
--- launch_ref's cuMemHostAlloc: the same kinds of memory on both sides. The
--- small copies' bytes are checked on the device afterwards, which is
--- poisoned first.
+-- Device memory from the device's default pool, as launch_ref's
+-- cuMemAllocAsync; page-locked memory without a pool, as its
+-- cuMemHostAlloc. The small copies' bytes go to poisoned device memory.
 local function make_buffers(dev, s)
-  local device_mr = dev.memory_resource
-  local pinned_mr = cuda.PinnedMemoryResource{pool = false}
-  local b = {
-    d_a = device_mr:allocate(EMPTY4_ELEMENTS * 4, s), d_b = device_mr:allocate(EMPTY4_ELEMENTS * 4, s),
+  local device_mr, pinned_mr = dev.memory_resource, cuda.PinnedMemoryResource{pool = false}
+  local b = {d_a = device_mr:allocate(EMPTY4_ELEMENTS * 4, s), d_b = device_mr:allocate(EMPTY4_ELEMENTS * 4, s),
     pinned_mr = pinned_mr, host_small = pinned_mr:allocate(SMALL_COPY_BYTES),
-    dev_small = device_mr:allocate(SMALL_COPY_BYTES, s),
-  }
+    dev_small = device_mr:allocate(SMALL_COPY_BYTES, s)}
   local host_bytes = b.host_small:view("uint8")
   for i = 1, SMALL_COPY_BYTES do host_bytes[i] = (i * 7 + 3) % 256 end
   b.dev_small:fill(0xa5, s)
@@ -145,61 +128,21 @@ local function set_up(device_id)
   local kernel_path = cuda.find_kernel("empty.cu")
   dev:set_current()
   local s = dev:create_stream{non_blocking = true}
-  local empty, empty4 = compile_kernels(dev, kernel_path)
+  local source_file <close> = assert(io.open(kernel_path, "r"))
+  local code = cuda.Program(source_file:read("a"), "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
   local buffers = make_buffers(dev, s)
-  return {
-    dev = dev, stream = s, kernels_dir = kernel_path:match("^(.*)/[^/]*$") or ".", buffers = buffers,
-    op = operations(s, {empty = empty, empty4 = empty4}, buffers),
-    gpu_events = {dev:create_event{timing = true}, dev:create_event{timing = true}},
-  }
+  return {dev = dev, stream = s, kernels_dir = kernel_path:match("^(.*)/[^/]*$") or ".", buffers = buffers,
+    op = operations(s, {empty = code:get_kernel("empty"), empty4 = code:get_kernel("empty4")}, buffers),
+    gpu_events = {dev:create_event{timing = true}, dev:create_event{timing = true}}}
 end
 
 -- --- measuring ---------------------------------------------------------------------
-
--- Host microseconds per call over `repeats` batches of `batch` calls. A
--- full garbage collection first, so that setup's garbage is not collected
--- mid-batch; garbage the calls themselves make is part of their cost.
-local function time_host_per_call(stream, issue, batch, repeats)
-  for _ = 1, WARMUP_BATCHES do
-    stream:sync()
-    issue(batch)
-  end
-  local samples = {}
-  collectgarbage("collect")
-  for r = 1, repeats do
-    stream:sync()
-    local t0 = clock()
-    issue(batch)
-    local t1 = clock()
-    samples[r] = (t1 - t0) * 1e6 / batch
-  end
-  stream:sync()
-  return bench.summary(samples)
-end
-
--- GPU milliseconds between events recorded around `count` calls, which
--- start on an idle stream. For direct launches this includes the time the
--- GPU waits for the host to submit the next launch: the time the work
--- takes on the GPU's timeline, the figure a graph replay improves.
-local function time_gpu_ms(s, events, issue, count, repeats)
-  local gpu_start, gpu_end = events[1], events[2]
-  local samples = {}
-  for r = 1, WARMUP_BATCHES + repeats do
-    s:sync()
-    s:record(gpu_start)
-    issue(count)
-    s:record(gpu_end)
-    gpu_end:sync()
-    if r > WARMUP_BATCHES then samples[r - WARMUP_BATCHES] = gpu_end - gpu_start end
-  end
-  return bench.summary(samples)
-end
-
 -- One round of every figure, by key.
 local function measure_ours(rig, repeats, batch, graph_batch)
   local s, op = rig.stream, rig.op
-  local function host(issue, size) return time_host_per_call(s, issue, size, repeats) end
-  local function gpu(issue, count) return time_gpu_ms(s, rig.gpu_events, issue, count, repeats) end
+  local counts = {warmup = WARMUP_BATCHES, repeats = repeats, events = rig.gpu_events}
+  local function host(issue, size) return bench.host_batches(s, issue, size, counts) end
+  local function gpu(issue, count) return bench.gpu_batches(s, issue, count, counts) end
   return {
     launch_empty = host(op.launch_empty, batch),
     launch_4params = host(op.launch_empty4, batch),
@@ -231,9 +174,7 @@ end
 local function measure_rounds(rig, options, graph_batch)
   local ours, theirs, header = {}, {}, nil
   for round = 1, options.rounds do
-    if options.reference then
-      theirs[round], header = run_reference(options.reference, options, rig.kernels_dir)
-    end
+    if options.reference then theirs[round], header = run_reference(options.reference, options, rig.kernels_dir) end
     ours[round] = measure_ours(rig, options.repeats, options.batch, graph_batch)
   end
   return bench.combine(ours, FIGURE_KEYS, COLUMNS),
@@ -241,14 +182,12 @@ local function measure_rounds(rig, options, graph_batch)
 end
 
 -- --- verification ------------------------------------------------------------------
-
 -- The small copies must have delivered their bytes, and the events must
 -- have measured GPU time.
 local function verify(rig, results)
   local b, s = rig.buffers, rig.stream
-  local host_bytes = b.host_small:view("uint8")
   local check = b.pinned_mr:allocate(SMALL_COPY_BYTES)
-  local check_bytes = check:view("uint8")
+  local host_bytes, check_bytes = b.host_small:view("uint8"), check:view("uint8")
   check_bytes:fill(0)
   b.dev_small:copy_to(check, s)
   s:sync()
@@ -264,7 +203,6 @@ local function verify(rig, results)
 end
 
 -- --- report ----------------------------------------------------------------------
-
 -- cudalua / C for each figure the reference timed, and the launch figures
 -- over the project's target.
 local function compare(results, reference)
@@ -336,17 +274,11 @@ end
 local function write_json(path, rig, options, graph_batch, results, reference, ratios)
   local major, minor = cuda.driver_version()
   require("cuda.json").write_file(path, {
-    script = "launch_cost",
-    device = {id = rig.dev.id, name = rig.dev.name, arch = rig.dev.arch},
-    driver_version = ("%d.%d"):format(major, minor),
-    cudalua_version = cuda.version,
-    repeats = options.repeats, batch = options.batch, graph_batch = graph_batch,
-    warmup_batches = WARMUP_BATCHES,
+    script = "launch_cost", device = {id = rig.dev.id, name = rig.dev.name, arch = rig.dev.arch},
+    driver_version = ("%d.%d"):format(major, minor), cudalua_version = cuda.version,
+    repeats = options.repeats, batch = options.batch, graph_batch = graph_batch, warmup_batches = WARMUP_BATCHES,
     units = {host = "us per call", gpu = "ms (keys ending in _gpu_ms)"},
-    cudalua = results,
-    reference = reference,
-    ratios = reference and ratios or nil,
-    launch_target = LAUNCH_TARGET,
+    cudalua = results, reference = reference, ratios = reference and ratios or nil, launch_target = LAUNCH_TARGET,
   })
 end
 

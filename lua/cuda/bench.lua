@@ -152,6 +152,58 @@ function M.host(fn, opts)
   return M.stats(samples)
 end
 
+-- The method of the raw C references in bench/ (bench/ref.h): issue(count)
+-- issues a batch of work on stream; each batch starts on an idle stream;
+-- opts.warmup (default 10) batches run before opts.repeats (default 200)
+-- timed ones. Both return bench.summary of the timed batches.
+local function batch_counts(opts)
+  return count_option(opts, "warmup", 10, 0), count_option(opts, "repeats", 200, 1)
+end
+
+-- Host microseconds per call (the references' unit) of issue(batch), read
+-- with opts.clock (default cuda.clock). A full garbage collection first,
+-- so that earlier garbage is not collected mid-batch; garbage the calls
+-- themselves make is part of their cost.
+function M.host_batches(stream, issue, batch, opts)
+  opts = opts or {}
+  local warmup, repeats = batch_counts(opts)
+  local clock = opts.clock or require("cuda").clock
+  for _ = 1, warmup do
+    stream:sync()
+    issue(batch)
+  end
+  local samples = {}
+  collectgarbage("collect")
+  for r = 1, repeats do
+    stream:sync()
+    local t0 = clock()
+    issue(batch)
+    local t1 = clock()
+    samples[r] = (t1 - t0) * 1e6 / batch
+  end
+  stream:sync()
+  return M.summary(samples)
+end
+
+-- GPU milliseconds between two events recorded around issue(count), the
+-- warm-up batches timed too but not kept. opts.events = {start, stop} as
+-- in bench.time.
+function M.gpu_batches(stream, issue, count, opts)
+  opts = opts or {}
+  local warmup, repeats = batch_counts(opts)
+  local start, stop, owned_events <close> = timing_events(stream, opts.events)
+  local samples = {}
+  for r = 1, warmup + repeats do
+    stream:sync()
+    stream:record(start)
+    issue(count)
+    stream:record(stop)
+    stop:sync()
+    if r > warmup then samples[r - warmup] = stop - start end
+  end
+  return M.summary(samples)
+end
+
 local function shell_quote(word)
   return "'" .. tostring(word):gsub("'", "'\\''") .. "'"
 end
