@@ -35,8 +35,18 @@ local FIGURES = {
   {key = "direct100_gpu_ms", label = "100 direct launches (GPU)", unit = "ms"},
 }
 
--- --- options ------------------------------------------------------------------
+-- Each reference figure's numbers, as launch_ref prints them.
+local COLUMNS = {"median", "min", "p90"}
+local FIGURE_KEYS = {}
+for i, f in ipairs(FIGURES) do FIGURE_KEYS[i] = f.key end
+local DIGITS = {us = 3, ms = 4}   -- decimals printed per unit
 
+local function fail(message)
+  io.stderr:write("launch_cost: ", message, "\n")
+  os.exit(1)
+end
+
+-- --- options ------------------------------------------------------------------
 local function batch_size(text)
   local n, why = cli.positive_integer(text)
   if n and n > MAX_BATCH then
@@ -45,282 +55,195 @@ local function batch_size(text)
   return n, why
 end
 
-local parser = cli.parser("launch_cost",
-  "Host cost per call of cuda.launch, Buffer:copy_to and Stream:record, and of replaying a " ..
-  "graph of 100 launches, measured like the raw C driver API reference bench/launch_ref.")
-parser:option("--reference", "Path to bench/launch_ref: run it and print cudalua / C ratios.")
-  :argname("<path>")
-parser:option("--repeats", "Timed batches per figure.", tostring(DEFAULT_REPEATS))
-  :convert(cli.positive_integer)
-parser:option("--batch", ("Calls per timed batch (1..%d); graph replays are timed in " ..
-  "batches of max(1, batch // 10)."):format(MAX_BATCH), tostring(DEFAULT_BATCH))
-  :convert(batch_size)
-parser:option("--device", "Device ordinal.", "0"):convert(cli.device_id)
-parser:option("--rounds", "Rounds in which cudalua and the reference take turns.", "5")
-  :convert(cli.positive_integer)
-parser:option("--json", "Also write the figures to this JSON file."):argname("<file>")
-local args = cli.parse(parser, arg)
-
-local GRAPH_BATCH = math.max(1, args.batch // 10)   -- as in launch_ref.c
-
-local function fail(message)
-  io.stderr:write("launch_cost: ", message, "\n")
-  os.exit(1)
+local function parse_options(argv)
+  local parser = cli.parser("launch_cost",
+    "Host cost per call of cuda.launch, Buffer:copy_to and Stream:record, and of replaying a " ..
+    "graph of 100 launches, measured like the raw C driver API reference bench/launch_ref.")
+  parser:option("--reference", "Path to bench/launch_ref: run it and print cudalua / C ratios."):argname("<path>")
+  parser:option("--repeats", "Timed batches per figure.", tostring(DEFAULT_REPEATS)):convert(cli.positive_integer)
+  parser:option("--batch", ("Calls per timed batch (1..%d); graph replays are timed in " ..
+    "batches of max(1, batch // 10)."):format(MAX_BATCH), tostring(DEFAULT_BATCH))
+    :convert(batch_size)
+  parser:option("--device", "Device ordinal.", "0"):convert(cli.device_id)
+  parser:option("--rounds", "Rounds in which cudalua and the reference take turns.", "5")
+    :convert(cli.positive_integer)
+  parser:option("--json", "Also write the figures to this JSON file."):argname("<file>")
+  return cli.parse(parser, argv)
 end
 
--- --- statistics: the same as ref_summarize in bench/ref.h ---------------------
-
--- p-th percentile of a sorted list, interpolating between the two nearest
--- ranks (numpy's default); pos is 0-based as in ref.h.
-local function percentile(sorted, p)
-  local pos = p / 100 * (#sorted - 1)
-  local lo = math.floor(pos)
-  if lo >= #sorted - 1 then return sorted[#sorted] end
-  return sorted[lo + 1] + (pos - lo) * (sorted[lo + 2] - sorted[lo + 1])
+-- --- the device and what the timed loops use -----------------------------------
+-- Device memory from the device's default pool, as launch_ref's
+-- cuMemAllocAsync; page-locked memory without a pool, as its
+-- cuMemHostAlloc. The small copies' bytes go to poisoned device memory.
+local function make_buffers(dev, s)
+  local device_mr, pinned_mr = dev.memory_resource, cuda.PinnedMemoryResource{pool = false}
+  local b = {d_a = device_mr:allocate(EMPTY4_ELEMENTS * 4, s), d_b = device_mr:allocate(EMPTY4_ELEMENTS * 4, s),
+    pinned_mr = pinned_mr, host_small = pinned_mr:allocate(SMALL_COPY_BYTES),
+    dev_small = device_mr:allocate(SMALL_COPY_BYTES, s)}
+  local host_bytes = b.host_small:view("uint8")
+  for i = 1, SMALL_COPY_BYTES do host_bytes[i] = (i * 7 + 3) % 256 end
+  b.dev_small:fill(0xa5, s)
+  s:sync()
+  return b
 end
 
-local function summarize(samples)
-  table.sort(samples)
-  return {median = percentile(samples, 50), min = samples[1], p90 = percentile(samples, 90),
-          max = samples[#samples]}
+-- The operations measured; each issues `count` calls on s. The values a
+-- loop uses are copied into locals first, so the loop body reads
+-- registers, not upvalues.
+local function operations(s, kernels, buffers)
+  local cfg, scale, n = cuda.LaunchConfig{grid = 1, block = 32}, cuda.f32(2.5), cuda.u64(EMPTY4_ELEMENTS)
+  local marker = s.device:create_event{timing = false}   -- as launch_ref's CU_EVENT_DISABLE_TIMING
+  local op = {}
+  function op.launch_empty(count)
+    local launch, stream, config, kernel = cuda.launch, s, cfg, kernels.empty
+    for _ = 1, count do launch(stream, config, kernel) end
+  end
+  function op.launch_empty4(count)
+    local launch, stream, config, kernel = cuda.launch, s, cfg, kernels.empty4
+    local a, b, sc, nn = buffers.d_a, buffers.d_b, scale, n
+    for _ = 1, count do launch(stream, config, kernel, a, b, sc, nn) end
+  end
+  function op.copy_small(count)
+    local src, dst, stream = buffers.host_small, buffers.dev_small, s
+    for _ = 1, count do src:copy_to(dst, stream) end
+  end
+  function op.record_marker(count)
+    local stream, ev = s, marker
+    for _ = 1, count do stream:record(ev) end
+  end
+  s:begin_capture()
+  op.launch_empty4(GRAPH_LAUNCHES)
+  local graph = s:end_capture()
+  function op.replay_graph(count)
+    local g, stream = graph, s
+    for _ = 1, count do g:launch(stream) end
+  end
+  return op
 end
 
--- --- the reference --------------------------------------------------------------
+-- The device, its non-blocking stream, the folder of the kernels (for the
+-- reference), the buffers, the operations and the GPU timing events.
+local function set_up(device_id)
+  local dev = cuda.Device(device_id)   -- without a driver or GPU: one sentence, exit 2 (the interpreter's)
+  local kernel_path = cuda.find_kernel("empty.cu")
+  dev:set_current()
+  local s = dev:create_stream{non_blocking = true}
+  local source_file <close> = assert(io.open(kernel_path, "r"))
+  local code = cuda.Program(source_file:read("a"), "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
+  local buffers = make_buffers(dev, s)
+  return {dev = dev, stream = s, kernels_dir = kernel_path:match("^(.*)/[^/]*$") or ".", buffers = buffers,
+    op = operations(s, {empty = code:get_kernel("empty"), empty4 = code:get_kernel("empty4")}, buffers),
+    gpu_events = {dev:create_event{timing = true}, dev:create_event{timing = true}}}
+end
+
+-- --- measuring ---------------------------------------------------------------------
+-- One round of every figure, by key.
+local function measure_ours(rig, repeats, batch, graph_batch)
+  local s, op = rig.stream, rig.op
+  local counts = {warmup = WARMUP_BATCHES, repeats = repeats, events = rig.gpu_events}
+  local function host(issue, size) return bench.host_batches(s, issue, size, counts) end
+  local function gpu(issue, count) return bench.gpu_batches(s, issue, count, counts) end
+  return {
+    launch_empty = host(op.launch_empty, batch),
+    launch_4params = host(op.launch_empty4, batch),
+    memcpy_htod_4k = host(op.copy_small, batch),
+    event_record = host(op.record_marker, batch),
+    graph100_replay_host = host(op.replay_graph, graph_batch),
+    graph100_gpu_ms = gpu(op.replay_graph, 1),
+    direct100_gpu_ms = gpu(op.launch_empty4, GRAPH_LAUNCHES),
+  }
+end
 
 -- Runs launch_ref with our options; returns its figures by key and its
 -- header lines. Any failure of the reference ends the script.
-local function run_reference(path, kernels_dir)
-  local figures, header = bench.reference(path, {"--repeats", args.repeats, "--batch", args.batch,
-    "--device", args.device, "--kernels", kernels_dir}, {"median", "min", "p90"})
+local function run_reference(path, options, kernels_dir)
+  local figures, header = bench.reference(path, {"--repeats", options.repeats, "--batch", options.batch,
+    "--device", options.device, "--kernels", kernels_dir}, COLUMNS)
   if not figures then fail(header) end
-  for _, f in ipairs(FIGURES) do
-    if not figures[f.key] then fail(("%s did not report %s"):format(path, f.key)) end
+  for _, key in ipairs(FIGURE_KEYS) do
+    if not figures[key] then fail(("%s did not report %s"):format(path, key)) end
   end
   return figures, header
 end
 
--- --- the device and what the timed loops use -----------------------------------
-
-cuda.Device(args.device)   -- without a driver or GPU: one sentence, exit 2 (the interpreter's)
-
-local kernel_path = cuda.find_kernel("empty.cu")
-local kernels_dir = kernel_path:match("^(.*)/[^/]*$") or "."
-
-
-local dev = cuda.Device(args.device)
-dev:set_current()
-local s = dev:create_stream{non_blocking = true}
-
-local source_file = assert(io.open(kernel_path, "r"))
-local source = source_file:read("a")
-source_file:close()
-local code = cuda.Program(source, "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
-local k_empty, k_empty4 = code:get_kernel("empty"), code:get_kernel("empty4")
-local cfg = cuda.LaunchConfig{grid = 1, block = 32}
-
--- Device memory from the device's default pool, as launch_ref allocates it
--- with cuMemAllocAsync; page-locked host memory without a pool, as
--- launch_ref's cuMemHostAlloc: the same kinds of memory on both sides.
-local device_mr = dev.memory_resource
-local d_a = device_mr:allocate(EMPTY4_ELEMENTS * 4, s)
-local d_b = device_mr:allocate(EMPTY4_ELEMENTS * 4, s)
-local scale, n = cuda.f32(2.5), cuda.u64(EMPTY4_ELEMENTS)
-local pinned_mr = cuda.PinnedMemoryResource{pool = false}
-local host_small = pinned_mr:allocate(SMALL_COPY_BYTES)
-local dev_small = device_mr:allocate(SMALL_COPY_BYTES, s)
-local marker = dev:create_event{timing = false}   -- as launch_ref's CU_EVENT_DISABLE_TIMING
-local gpu_start = dev:create_event{timing = true}
-local gpu_end = dev:create_event{timing = true}
-
--- The bytes the small copies carry, checked on the device afterwards.
-local host_bytes = host_small:view("uint8")
-for i = 1, SMALL_COPY_BYTES do host_bytes[i] = (i * 7 + 3) % 256 end
-dev_small:fill(0xa5, s)
-s:sync()
-
--- --- the operations measured ---------------------------------------------------
--- Each issues `count` calls on s. The values a loop uses are copied into
--- locals first, so the loop body reads registers, not upvalues.
-
-local function launch_empty(count)
-  local launch, stream, config, kernel = cuda.launch, s, cfg, k_empty
-  for _ = 1, count do launch(stream, config, kernel) end
-end
-
-local function launch_empty4(count)
-  local launch, stream, config, kernel = cuda.launch, s, cfg, k_empty4
-  local a, b, sc, nn = d_a, d_b, scale, n
-  for _ = 1, count do launch(stream, config, kernel, a, b, sc, nn) end
-end
-
-local function copy_small(count)
-  local src, dst, stream = host_small, dev_small, s
-  for _ = 1, count do src:copy_to(dst, stream) end
-end
-
-local function record_marker(count)
-  local stream, ev = s, marker
-  for _ = 1, count do stream:record(ev) end
-end
-
-s:begin_capture()
-launch_empty4(GRAPH_LAUNCHES)
-local graph = s:end_capture()
-
-local function replay_graph(count)
-  local g, stream = graph, s
-  for _ = 1, count do g:launch(stream) end
-end
-
--- --- measuring ---------------------------------------------------------------------
-
-local clock = cuda.clock
-
--- Host microseconds per call over batches of `batch` calls. A full garbage
--- collection first, so that setup's garbage is not collected mid-batch;
--- garbage the calls themselves make is part of their cost.
-local function time_host_per_call(issue, batch)
-  local stream, repeats = s, args.repeats
-  for _ = 1, WARMUP_BATCHES do
-    stream:sync()
-    issue(batch)
-  end
-  local samples = {}
-  collectgarbage("collect")
-  for r = 1, repeats do
-    stream:sync()
-    local t0 = clock()
-    issue(batch)
-    local t1 = clock()
-    samples[r] = (t1 - t0) * 1e6 / batch
-  end
-  stream:sync()
-  return summarize(samples)
-end
-
--- GPU milliseconds between events recorded around `count` calls, which
--- start on an idle stream. For direct launches this includes the time the
--- GPU waits for the host to submit the next launch: the time the work
--- takes on the GPU's timeline, the figure a graph replay improves.
-local function time_gpu_ms(issue, count)
-  local samples = {}
-  for r = 1, WARMUP_BATCHES + args.repeats do
-    s:sync()
-    s:record(gpu_start)
-    issue(count)
-    s:record(gpu_end)
-    gpu_end:sync()
-    if r > WARMUP_BATCHES then samples[r - WARMUP_BATCHES] = gpu_end - gpu_start end
-  end
-  return summarize(samples)
-end
-
-local function measure_ours()
-  return {
-    launch_empty = time_host_per_call(launch_empty, args.batch),
-    launch_4params = time_host_per_call(launch_empty4, args.batch),
-    memcpy_htod_4k = time_host_per_call(copy_small, args.batch),
-    event_record = time_host_per_call(record_marker, args.batch),
-    graph100_replay_host = time_host_per_call(replay_graph, GRAPH_BATCH),
-    graph100_gpu_ms = time_gpu_ms(replay_graph, 1),
-    direct100_gpu_ms = time_gpu_ms(launch_empty4, GRAPH_LAUNCHES),
-  }
-end
-
-local function median_of(list)
-  table.sort(list)
-  local n = #list
-  return n % 2 == 1 and list[(n + 1) // 2] or (list[n // 2] + list[n // 2 + 1]) / 2
-end
-
--- One figure per key over the rounds: the median of the rounds' medians,
--- the smallest min, the median p90.
-local function combine(rounds)
-  local out = {}
-  for _, f in ipairs(FIGURES) do
-    local medians, mins, p90s = {}, {}, {}
-    for i, r in ipairs(rounds) do
-      medians[i], mins[i], p90s[i] = r[f.key].median, r[f.key].min, r[f.key].p90
-    end
-    out[f.key] = {median = median_of(medians), min = math.min(table.unpack(mins)), p90 = median_of(p90s)}
-  end
-  return out
-end
-
 -- The machine's speed drifts between runs of a few seconds, so the
 -- reference and cudalua take turns, round after round, and each side's
--- figure is its median over the rounds. The reference runs first: a broken
--- one fails before any time is spent here.
-local ours, theirs, reference_header = {}, {}, nil
-for round = 1, args.rounds do
-  if args.reference then
-    theirs[round], reference_header = run_reference(args.reference, kernels_dir)
+-- figure is its median over the rounds (bench.combine). The reference runs
+-- first: a broken one fails before any time is spent here. Returns our
+-- figures, the reference's (or nil) and its header lines.
+local function measure_rounds(rig, options, graph_batch)
+  local ours, theirs, header = {}, {}, nil
+  for round = 1, options.rounds do
+    if options.reference then theirs[round], header = run_reference(options.reference, options, rig.kernels_dir) end
+    ours[round] = measure_ours(rig, options.repeats, options.batch, graph_batch)
   end
-  ours[round] = measure_ours()
+  return bench.combine(ours, FIGURE_KEYS, COLUMNS),
+    options.reference and bench.combine(theirs, FIGURE_KEYS, COLUMNS) or nil, header
 end
-local results = combine(ours)
-local reference = args.reference and combine(theirs) or nil
 
 -- --- verification ------------------------------------------------------------------
-
--- The small copies must have delivered their bytes (the device buffer was
--- poisoned before them).
-local check = pinned_mr:allocate(SMALL_COPY_BYTES)
-local check_bytes = check:view("uint8")
-check_bytes:fill(0)
-dev_small:copy_to(check, s)
-s:sync()
-for i = 1, SMALL_COPY_BYTES do
-  if check_bytes[i] ~= host_bytes[i] then
-    fail(("the 4 KiB copies are wrong: byte %d on the device is %d, expected %d")
-      :format(i, check_bytes[i], host_bytes[i]))
+-- The small copies must have delivered their bytes, and the events must
+-- have measured GPU time.
+local function verify(rig, results)
+  local b, s = rig.buffers, rig.stream
+  local check = b.pinned_mr:allocate(SMALL_COPY_BYTES)
+  local host_bytes, check_bytes = b.host_small:view("uint8"), check:view("uint8")
+  check_bytes:fill(0)
+  b.dev_small:copy_to(check, s)
+  s:sync()
+  for i = 1, SMALL_COPY_BYTES do
+    if check_bytes[i] ~= host_bytes[i] then
+      fail(("the 4 KiB copies are wrong: byte %d on the device is %d, expected %d")
+        :format(i, check_bytes[i], host_bytes[i]))
+    end
   end
-end
-for _, key in ipairs{"graph100_gpu_ms", "direct100_gpu_ms"} do
-  if not (results[key].min > 0) then fail(("%s: the events measured no GPU time"):format(key)) end
+  for _, key in ipairs{"graph100_gpu_ms", "direct100_gpu_ms"} do
+    if not (results[key].min > 0) then fail(("%s: the events measured no GPU time"):format(key)) end
+  end
 end
 
 -- --- report ----------------------------------------------------------------------
-
-local function spread(fig, unit)
-  local digits = unit == "ms" and 4 or 3
-  return ("%." .. digits .. "f [%." .. digits .. "f, %." .. digits .. "f]")
-    :format(fig.median, fig.min, fig.p90)
+-- cudalua / C for each figure the reference timed, and the launch figures
+-- over the project's target.
+local function compare(results, reference)
+  local ratios, missed = {}, {}
+  for _, f in ipairs(FIGURES) do
+    local theirs = reference and reference[f.key]
+    if theirs and theirs.median > 0 then
+      ratios[f.key] = results[f.key].median / theirs.median
+      if f.target and ratios[f.key] > LAUNCH_TARGET then missed[#missed + 1] = f.key end
+    end
+  end
+  return ratios, missed
 end
 
-local major, minor = cuda.driver_version()
-print(("launch_cost: %s (device %d, sm_%s), driver %d.%d, cudalua %s"):format(
-  dev.name, dev.id, dev.arch, major, minor, cuda.version))
-print(("%d rounds of %d repeats of batches of %d calls (graph replays: %d per batch) after %d " ..
-  "warm-up batches; non-blocking stream; grid 1, block 32"):format(args.rounds, args.repeats,
-  args.batch, GRAPH_BATCH, WARMUP_BATCHES))
-if reference_header then
-  for _, line in ipairs(reference_header) do print(line) end
+local function print_header(rig, options, graph_batch, reference_header)
+  local major, minor = cuda.driver_version()
+  print(("launch_cost: %s (device %d, sm_%s), driver %d.%d, cudalua %s"):format(
+    rig.dev.name, rig.dev.id, rig.dev.arch, major, minor, cuda.version))
+  print(("%d rounds of %d repeats of batches of %d calls (graph replays: %d per batch) after %d " ..
+    "warm-up batches; non-blocking stream; grid 1, block 32"):format(options.rounds, options.repeats,
+    options.batch, graph_batch, WARMUP_BATCHES))
+  for _, line in ipairs(reference_header or {}) do print(line) end
+  print("Each cell: median [min, p90]; microseconds per call, milliseconds for the GPU rows.")
+  print()
 end
-print("Each cell: median [min, p90]; microseconds per call, milliseconds for the GPU rows.")
-print()
 
 local function print_row(...)
   print((("%-38s  %-26s  %-26s  %s"):format(...):gsub("%s+$", "")))
 end
-print_row("operation", "cudalua", reference and "raw C driver API" or "", reference and "ratio" or "")
-local ratios, missed = {}, {}
-for _, f in ipairs(FIGURES) do
-  local mine = results[f.key]
-  local theirs = reference and reference[f.key]
-  local ratio_text = ""
-  if theirs and theirs.median > 0 then
-    ratios[f.key] = mine.median / theirs.median
-    ratio_text = ("%.2f"):format(ratios[f.key])
-    if f.target and ratios[f.key] > LAUNCH_TARGET then
-      missed[#missed + 1] = f.key
-      ratio_text = ratio_text .. "  over the target"
-    end
+
+local function print_table(results, reference, ratios)
+  print_row("operation", "cudalua", reference and "raw C driver API" or "", reference and "ratio" or "")
+  for _, f in ipairs(FIGURES) do
+    local theirs, ratio = reference and reference[f.key], ratios[f.key]
+    local over = ratio and f.target and ratio > LAUNCH_TARGET
+    print_row(f.label .. ", " .. f.unit, bench.format_spread(results[f.key], DIGITS[f.unit]),
+      theirs and bench.format_spread(theirs, DIGITS[f.unit]) or "",
+      ratio and ("%.2f"):format(ratio) .. (over and "  over the target" or "") or "")
   end
-  local label = f.label .. (f.unit == "ms" and ", ms" or ", us")
-  print_row(label, spread(mine, f.unit), theirs and spread(theirs, f.unit) or "", ratio_text)
+  print()
 end
-print()
 
 -- How many times longer 100 direct launches take on the GPU than one replay.
 local function graph_gain(figs)
@@ -328,38 +251,48 @@ local function graph_gain(figs)
   if not (graph_ms > 0) then return "n/a" end
   return ("%.1fx"):format(figs.direct100_gpu_ms.median / graph_ms)
 end
-print(("On the GPU, 100 direct launches take %s the time of one replay of their graph%s.")
-  :format(graph_gain(results), reference and ("; with the raw C API %s"):format(graph_gain(reference)) or ""))
--- A host that had to wait for queue space would run at the GPU's pace.
-if results.graph100_replay_host.median * 1e-3 > 0.5 * results.graph100_gpu_ms.median then
-  print("Warning: a graph replay costs the host nearly its GPU time: the host may have " ..
-    "waited on a full queue; try a smaller --batch.")
-end
-if reference then
-  if #missed == 0 then
+
+local function print_notes(results, reference, missed)
+  print(("On the GPU, 100 direct launches take %s the time of one replay of their graph%s.")
+    :format(graph_gain(results), reference and ("; with the raw C API %s"):format(graph_gain(reference)) or ""))
+  -- A host that had to wait for queue space would run at the GPU's pace.
+  if results.graph100_replay_host.median * 1e-3 > 0.5 * results.graph100_gpu_ms.median then
+    print("Warning: a graph replay costs the host nearly its GPU time: the host may have " ..
+      "waited on a full queue; try a smaller --batch.")
+  end
+  if reference and #missed == 0 then
     print(("Launches are within the project's target of cudalua / C <= %.2f."):format(LAUNCH_TARGET))
-  else
+  elseif reference then
     print(("Over the project's target of cudalua / C <= %.2f: %s."):format(LAUNCH_TARGET,
       table.concat(missed, ", ")))
   end
+  print("For scale, cuda.core on the H200 (the project's measurements): a launch from Python " ..
+    "4.2-6.1 us, through the driver API 3.2-3.7 us; cuMemcpyHtoDAsync 2.2-2.3 us; " ..
+    "cuEventRecord 1.3 us.")
 end
-print("For scale, cuda.core on the H200 (the project's measurements): a launch from Python " ..
-  "4.2-6.1 us, through the driver API 3.2-3.7 us; cuMemcpyHtoDAsync 2.2-2.3 us; " ..
-  "cuEventRecord 1.3 us.")
 
-if args.json then
-  local json = require "cuda.json"
-  json.write_file(args.json, {
-    script = "launch_cost",
-    device = {id = dev.id, name = dev.name, arch = dev.arch},
-    driver_version = ("%d.%d"):format(major, minor),
-    cudalua_version = cuda.version,
-    repeats = args.repeats, batch = args.batch, graph_batch = GRAPH_BATCH,
-    warmup_batches = WARMUP_BATCHES,
+local function write_json(path, rig, options, graph_batch, results, reference, ratios)
+  local major, minor = cuda.driver_version()
+  require("cuda.json").write_file(path, {
+    script = "launch_cost", device = {id = rig.dev.id, name = rig.dev.name, arch = rig.dev.arch},
+    driver_version = ("%d.%d"):format(major, minor), cudalua_version = cuda.version,
+    repeats = options.repeats, batch = options.batch, graph_batch = graph_batch, warmup_batches = WARMUP_BATCHES,
     units = {host = "us per call", gpu = "ms (keys ending in _gpu_ms)"},
-    cudalua = results,
-    reference = reference,
-    ratios = reference and ratios or nil,
-    launch_target = LAUNCH_TARGET,
+    cudalua = results, reference = reference, ratios = reference and ratios or nil, launch_target = LAUNCH_TARGET,
   })
 end
+
+local function main(argv)
+  local options = parse_options(argv)
+  local graph_batch = math.max(1, options.batch // 10)   -- as in launch_ref.c
+  local rig = set_up(options.device)
+  local results, reference, reference_header = measure_rounds(rig, options, graph_batch)
+  verify(rig, results)
+  local ratios, missed = compare(results, reference)
+  print_header(rig, options, graph_batch, reference_header)
+  print_table(results, reference, ratios)
+  print_notes(results, reference, missed)
+  if options.json then write_json(options.json, rig, options, graph_batch, results, reference, ratios) end
+end
+
+main(arg)

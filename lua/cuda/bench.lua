@@ -4,7 +4,70 @@
 -- measures host-side cost (launch overhead) with cuda.clock. Both report
 -- milliseconds and summarise with bench.stats, whose median is the figure
 -- to quote: it ignores the occasional run disturbed by something else.
+-- bench.summary, bench.combine and bench.reference speak the figures of the
+-- raw C references in bench/: a median, a min and a percentile or max.
 local M = {}
+
+local function sorted_copy(values)
+  local sorted = table.move(values, 1, #values, 1, {})
+  table.sort(sorted)
+  return sorted
+end
+
+-- The middle of a sorted list, or the mean of its two middle values.
+local function middle(sorted)
+  local n, half = #sorted, #sorted // 2
+  return n % 2 == 1 and sorted[half + 1] or (sorted[half] + sorted[half + 1]) / 2
+end
+
+-- The median of a list of numbers; the list is left as it is.
+function M.median(values)
+  assert(#values > 0, "bench.median needs at least one value")
+  return middle(sorted_copy(values))
+end
+
+-- The p-th percentile (0..100) of a sorted list, interpolated between the
+-- two nearest ranks (numpy's default), exactly as ref_percentile in
+-- bench/ref.h computes it, so that both sides of a ratio agree.
+function M.percentile(sorted, p)
+  local pos = p / 100 * (#sorted - 1)
+  local lo = math.floor(pos)
+  if lo >= #sorted - 1 then return sorted[#sorted] end
+  return sorted[lo + 1] + (pos - lo) * (sorted[lo + 2] - sorted[lo + 1])
+end
+
+-- {median, min, p90, max} of a list of numbers, as ref_summarize in
+-- bench/ref.h reports a figure (median and p90 interpolated).
+function M.summary(samples)
+  assert(#samples > 0, "bench.summary needs at least one sample")
+  local sorted = sorted_copy(samples)
+  return {median = M.percentile(sorted, 50), min = sorted[1], p90 = M.percentile(sorted, 90),
+          max = sorted[#sorted]}
+end
+
+-- How a column of a figure is combined over rounds: the least min, the
+-- greatest max, the median of anything else (a median, a percentile).
+local COMBINERS = {
+  min = function(values) return sorted_copy(values)[1] end,
+  max = function(values) return sorted_copy(values)[#values] end,
+}
+
+-- Rounds of figures (each key -> {column = number}) as one figure for each
+-- of keys, with just the given columns, each combined over the rounds.
+function M.combine(rounds, keys, columns)
+  assert(#rounds > 0, "bench.combine needs at least one round")
+  local combined = {}
+  for _, key in ipairs(keys) do
+    local figure = {}
+    for _, column in ipairs(columns) do
+      local values = {}
+      for i, round in ipairs(rounds) do values[i] = round[key][column] end
+      figure[column] = (COMBINERS[column] or M.median)(values)
+    end
+    combined[key] = figure
+  end
+  return combined
+end
 
 -- Summary of a list of numbers: {n, median, mean, std, min, max, samples},
 -- std being the sample standard deviation (0 for a single sample) and
@@ -12,17 +75,14 @@ local M = {}
 function M.stats(samples)
   local n = #samples
   assert(n > 0, "bench.stats needs at least one sample")
-  local sorted = table.move(samples, 1, n, 1, {})
-  table.sort(sorted)
+  local sorted = sorted_copy(samples)
   local sum = 0
   for i = 1, n do sum = sum + sorted[i] end
   local mean = sum / n
   local squares = 0           -- second pass: no cancellation as in sum(x^2) - n*mean^2
   for i = 1, n do squares = squares + (sorted[i] - mean) ^ 2 end
-  local half = n // 2
-  local median = n % 2 == 1 and sorted[half + 1] or (sorted[half] + sorted[half + 1]) / 2
   return {
-    n = n, median = median, mean = mean, std = n > 1 and math.sqrt(squares / (n - 1)) or 0.0,
+    n = n, median = middle(sorted), mean = mean, std = n > 1 and math.sqrt(squares / (n - 1)) or 0.0,
     min = sorted[1], max = sorted[n], samples = sorted,
   }
 end
@@ -92,6 +152,58 @@ function M.host(fn, opts)
   return M.stats(samples)
 end
 
+-- The method of the raw C references in bench/ (bench/ref.h): issue(count)
+-- issues a batch of work on stream; each batch starts on an idle stream;
+-- opts.warmup (default 10) batches run before opts.repeats (default 200)
+-- timed ones. Both return bench.summary of the timed batches.
+local function batch_counts(opts)
+  return count_option(opts, "warmup", 10, 0), count_option(opts, "repeats", 200, 1)
+end
+
+-- Host microseconds per call (the references' unit) of issue(batch), read
+-- with opts.clock (default cuda.clock). A full garbage collection first,
+-- so that earlier garbage is not collected mid-batch; garbage the calls
+-- themselves make is part of their cost.
+function M.host_batches(stream, issue, batch, opts)
+  opts = opts or {}
+  local warmup, repeats = batch_counts(opts)
+  local clock = opts.clock or require("cuda").clock
+  for _ = 1, warmup do
+    stream:sync()
+    issue(batch)
+  end
+  local samples = {}
+  collectgarbage("collect")
+  for r = 1, repeats do
+    stream:sync()
+    local t0 = clock()
+    issue(batch)
+    local t1 = clock()
+    samples[r] = (t1 - t0) * 1e6 / batch
+  end
+  stream:sync()
+  return M.summary(samples)
+end
+
+-- GPU milliseconds between two events recorded around issue(count), the
+-- warm-up batches timed too but not kept. opts.events = {start, stop} as
+-- in bench.time.
+function M.gpu_batches(stream, issue, count, opts)
+  opts = opts or {}
+  local warmup, repeats = batch_counts(opts)
+  local start, stop, owned_events <close> = timing_events(stream, opts.events)
+  local samples = {}
+  for r = 1, warmup + repeats do
+    stream:sync()
+    stream:record(start)
+    issue(count)
+    stream:record(stop)
+    stop:sync()
+    if r > warmup then samples[r - warmup] = stop - start end
+  end
+  return M.summary(samples)
+end
+
 local function shell_quote(word)
   return "'" .. tostring(word):gsub("'", "'\\''") .. "'"
 end
@@ -143,6 +255,13 @@ function M.format_ms(stats, digits)
   digits = digits or 2
   local fmt = ("%%.%df ms (\u{b1}%%.%df)"):format(digits, digits)
   return fmt:format(stats.median, stats.std)
+end
+
+-- "1.234 [1.200, 1.300]": a figure's median [min, p90], digits (default 3)
+-- decimals each.
+function M.format_spread(figure, digits)
+  local number = "%." .. (digits or 3) .. "f"
+  return (number .. " [" .. number .. ", " .. number .. "]"):format(figure.median, figure.min, figure.p90)
 end
 
 return M
