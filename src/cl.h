@@ -333,6 +333,7 @@ void cl_open_dtype(lua_State *L);
 void cl_open_program(lua_State *L);
 void cl_open_launch(lua_State *L);
 void cl_open_graph(lua_State *L);
+void cl_open_term(lua_State *L);
 
 int luaopen_cuda(lua_State *L);
 

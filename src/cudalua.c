@@ -17,6 +17,11 @@
 
 #include "cl.h"
 
+#ifdef HAVE_READLINE
+#include <readline/readline.h>
+#include <readline/history.h>
+#endif
+
 #define EXIT_SCRIPT 1
 #define EXIT_USAGE  2
 
@@ -69,46 +74,128 @@ static void locate_data(void)
 
 /* --- errors ---------------------------------------------------------------- */
 
-static int is_unavailable(lua_State *L, int i)
+/* An error object may be anything, with metamethods that raise. Whatever
+ * looks into one runs under lua_pcall, and an object that cannot be turned
+ * into text is reported by its type alone: reporting never raises. */
+
+static int gpu_usable(void)
 {
-  if (!lua_istable(L, i))
+  int count = 0;
+  return cl_driver_try_load(NULL, 0) && CL_CALL(cuDeviceGetCount, (&count)) == CUDA_SUCCESS
+         && count > 0;
+}
+
+/* The error the C core raises when there is no driver or no device: a
+ * cuda.Error (by its registered metatable) named CUDALUA_UNAVAILABLE, read
+ * without metamethods, while the driver indeed offers no GPU. A script
+ * cannot fake the condition with a table field. */
+static int is_no_gpu(lua_State *L, int i)
+{
+  if (!lua_istable(L, i) || !lua_getmetatable(L, i))
     return 0;
-  lua_getfield(L, i, "unavailable");
-  int yes = lua_toboolean(L, -1);
+  luaL_getmetatable(L, CL_ERROR);
+  int is_cuda_error = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  if (!is_cuda_error)
+    return 0;
+  lua_pushliteral(L, "name");
+  int named = lua_rawget(L, i) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "CUDALUA_UNAVAILABLE") == 0;
   lua_pop(L, 1);
-  return yes;
+  return named && !gpu_usable();
+}
+
+/* Push the message of a "no usable GPU" error at index 1; 0 for others. */
+static int push_no_gpu_message(lua_State *L)
+{
+  if (!is_no_gpu(L, 1))
+    return 0;
+  lua_pushliteral(L, "message");
+  if (lua_rawget(L, 1) == LUA_TSTRING)
+    return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* Push any value as text, the way lua(1) shows error objects; raises when
+ * a __tostring metamethod does, or returns no string. */
+static void push_object_text(lua_State *L, int i)
+{
+  if (lua_type(L, i) == LUA_TSTRING || lua_type(L, i) == LUA_TNUMBER) {
+    lua_pushvalue(L, i);
+    lua_tostring(L, -1);
+  } else if (luaL_getmetafield(L, i, "__tostring") != LUA_TNIL) {
+    lua_pop(L, 1);
+    luaL_tolstring(L, i, NULL);
+  } else
+    lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, i));
+}
+
+/* Called protected with the error object: returns its text and whether it
+ * means "no usable GPU" (then the text is its message alone). */
+static int describe_error(lua_State *L)
+{
+  int no_gpu = push_no_gpu_message(L);
+  if (!no_gpu)
+    push_object_text(L, 1);
+  lua_pushboolean(L, no_gpu);
+  return 2;
+}
+
+/* Push the text of the error object at i; *no_gpu tells whether it means
+ * "no usable GPU". Raises only when memory runs out. */
+static void push_error_text(lua_State *L, int i, int *no_gpu)
+{
+  i = lua_absindex(L, i);
+  lua_pushcfunction(L, describe_error);
+  lua_pushvalue(L, i);
+  *no_gpu = 0;
+  if (lua_pcall(L, 1, 2, 0) == LUA_OK) {
+    *no_gpu = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  } else {
+    lua_pop(L, 1);
+    lua_pushfstring(L, "(error object is a %s value, which could not be converted to a string)",
+                    luaL_typename(L, i));
+  }
 }
 
 /* Message handler: a traceback, except for "no driver / no device", which
  * is reported as one sentence. */
 static int message_handler(lua_State *L)
 {
-  if (is_unavailable(L, 1))
-    return 1;
-  const char *msg = lua_tostring(L, 1);
-  if (msg == NULL) {
-    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-      msg = lua_tostring(L, -1);
-    else
-      msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  }
-  luaL_traceback(L, L, msg, 1);
+  int no_gpu;
+  push_error_text(L, 1, &no_gpu);
+  if (no_gpu)
+    lua_settop(L, 1);
+  else
+    luaL_traceback(L, L, lua_tostring(L, -1), 1);
   return 1;
 }
 
-/* Report the error on the top of the stack; the exit status it deserves. */
+/* Called protected with the error object: prints it, returns the exit
+ * status it deserves. */
+static int print_error(lua_State *L)
+{
+  int no_gpu;
+  push_error_text(L, 1, &no_gpu);
+  fprintf(stderr, "%s: %s\n", progname, lua_tostring(L, -1));
+  lua_pushinteger(L, no_gpu ? EXIT_USAGE : EXIT_SCRIPT);
+  return 1;
+}
+
+/* Report the error on the top of the stack (and pop it); the exit status
+ * it deserves. */
 static int report(lua_State *L)
 {
-  if (is_unavailable(L, -1)) {
-    lua_getfield(L, -1, "message");
-    fprintf(stderr, "%s: %s\n", progname, lua_tostring(L, -1));
-    lua_pop(L, 2);
-    return EXIT_USAGE;
-  }
-  const char *msg = lua_tostring(L, -1);
-  fprintf(stderr, "%s: %s\n", progname, msg ? msg : "(error object is not a string)");
+  int status = EXIT_SCRIPT;
+  lua_pushcfunction(L, print_error);
+  lua_insert(L, -2);
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK)
+    status = (int)lua_tointeger(L, -1);
+  else
+    fprintf(stderr, "%s: an error occurred, and there was no memory left to report it\n", progname);
   lua_pop(L, 1);
-  return EXIT_SCRIPT;
+  return status;
 }
 
 static int docall(lua_State *L, int nargs, int nresults)
@@ -190,69 +277,136 @@ static int run_script(lua_State *L, const char *path, int nargs)
 
 /* --- interactive mode -------------------------------------------------------- */
 
+/* A line of standard input without its newline, malloc'ed; NULL at the end. */
+static char *read_stdin_line(const char *prompt)
+{
+  char *line = NULL;
+  size_t capacity = 0;
+  fputs(prompt, stdout);
+  fflush(stdout);
+  ssize_t length = getline(&line, &capacity, stdin);
+  if (length < 0) {
+    free(line);
+    return NULL;
+  }
+  if (length > 0 && line[length - 1] == '\n')
+    line[length - 1] = '\0';
+  return line;
+}
+
+#ifdef HAVE_READLINE
+static char *read_terminal_line(const char *prompt)
+{
+  char *line = readline(prompt);
+  if (line && line[0])
+    add_history(line);
+  return line;
+}
+#endif
+
+/* Reading a line: GNU readline (editing, history) on a terminal when
+ * configure found it; otherwise plain reads of any length. */
+static char *read_line(const char *prompt)
+{
+#ifdef HAVE_READLINE
+  if (isatty(STDIN_FILENO))
+    return read_terminal_line(prompt);
+#endif
+  return read_stdin_line(prompt);
+}
+
+/* Push the next line of input; 0 at the end of input. */
+static int push_line(lua_State *L, const char *prompt)
+{
+  char *line = read_line(prompt);
+  if (line == NULL)
+    return 0;
+  lua_pushstring(L, line);
+  free(line);
+  return 1;
+}
+
+/* A syntax error at the end of the input: the chunk needs more lines. */
 static int incomplete(lua_State *L, int status)
 {
   size_t len;
-  const char *msg;
-  if (status != LUA_ERRSYNTAX)
-    return 0;
-  msg = lua_tolstring(L, -1, &len);
-  return len >= 5 && strcmp(msg + len - 5, "<eof>") == 0;
+  const char *msg = lua_tolstring(L, -1, &len);
+  return status == LUA_ERRSYNTAX && len >= 5 && strcmp(msg + len - 5, "<eof>") == 0;
 }
 
-/* Compile a line as an expression ("return ...") first, then as statements,
- * reading more lines while the chunk is incomplete. */
-static int load_line(lua_State *L, const char *line)
+static int load_text(lua_State *L, const char *text)
 {
-  lua_pushfstring(L, "return %s", line);
-  if (luaL_loadbuffer(L, lua_tostring(L, -1), lua_rawlen(L, -1), "=stdin") == LUA_OK) {
-    lua_remove(L, -2);
-    return LUA_OK;
-  }
-  lua_pop(L, 2);
-  luaL_Buffer b;
-  char more[4096];
-  lua_pushstring(L, line);
+  return luaL_loadbuffer(L, text, strlen(text), "=stdin");
+}
+
+/* The line on the top of the stack as an expression ("=expr" or a bare
+ * one), whose values are printed: replaced by the function on success. */
+static int load_expression(lua_State *L)
+{
+  const char *line = lua_tostring(L, -1);
+  lua_pushfstring(L, "return %s", line + (line[0] == '='));
+  int status = load_text(L, lua_tostring(L, -1));
+  if (status == LUA_OK) {
+    lua_replace(L, -3);
+    lua_pop(L, 1);          /* the "return" text */
+  } else
+    lua_pop(L, 2);          /* the "return" text and the error */
+  return status;
+}
+
+/* The line on the top of the stack as statements, reading more lines while
+ * the chunk is incomplete: replaced by the function, or by the error. */
+static int load_statements(lua_State *L)
+{
   for (;;) {
-    int status = luaL_loadbuffer(L, lua_tostring(L, -1), lua_rawlen(L, -1), "=stdin");
-    if (!incomplete(L, status)) {
+    int status = load_text(L, lua_tostring(L, -1));
+    if (!incomplete(L, status) || !push_line(L, ">> ")) {
       lua_remove(L, -2);
       return status;
     }
-    lua_pop(L, 1);
-    fputs(">> ", stdout);
-    fflush(stdout);
-    if (!fgets(more, sizeof more, stdin))
-      return luaL_loadbuffer(L, lua_tostring(L, -1), lua_rawlen(L, -1), "=stdin");
-    luaL_buffinit(L, &b);
-    luaL_addvalue(&b);
-    luaL_addstring(&b, "\n");
-    luaL_addstring(&b, more);
-    luaL_pushresult(&b);
+    lua_remove(L, -2);                   /* the "<eof>" error */
+    lua_pushliteral(L, "\n");
+    lua_insert(L, -2);
+    lua_concat(L, 3);
   }
+}
+
+/* Read and compile one chunk; pushes the function (or the error) and
+ * returns the status; -1 at the end of input. */
+static int read_chunk(lua_State *L)
+{
+  if (!push_line(L, "> "))
+    return -1;
+  return load_expression(L) == LUA_OK ? LUA_OK : load_statements(L);
 }
 
 static void print_results(lua_State *L, int n)
 {
   if (n == 0)
     return;
+  luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
   lua_getglobal(L, "print");
   lua_insert(L, -n - 1);
   if (lua_pcall(L, n, 0, 0) != LUA_OK)
     report(L);
 }
 
+/* `cuda` is a global in interactive sessions, unless the script took it. */
+static void preload_cuda_global(lua_State *L)
+{
+  if (lua_getglobal(L, "cuda") == LUA_TNIL)
+    run_require(L, "cuda");
+  lua_pop(L, 1);
+}
+
 static void repl(lua_State *L)
 {
-  char line[4096];
+  preload_cuda_global(L);
   for (;;) {
-    fputs("> ", stdout);
-    fflush(stdout);
-    if (!fgets(line, sizeof line, stdin))
-      break;
-    line[strcspn(line, "\n")] = '\0';
     int base = lua_gettop(L);
-    int status = load_line(L, line);
+    int status = read_chunk(L);
+    if (status < 0)
+      break;
     if (status == LUA_OK)
       status = docall(L, 0, LUA_MULTRET);
     if (status == LUA_OK)
@@ -361,7 +515,7 @@ static int parse_options(int argc, char **argv, Options *o)
     else if (strcmp(a, "-E") == 0) o->ignore_env = 1;
     else if (strcmp(a, "-W") == 0) o->warnings = 1;
     else if ((a[1] == 'e' || a[1] == 'l') && a[2] == '\0') {
-      if (++i >= argc || argv[i][0] == '\0') {
+      if (++i >= argc) {
         fprintf(stderr, "%s: '%s' needs an argument\n", progname, a);
         return EXIT_USAGE;
       }

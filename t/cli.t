@@ -2,7 +2,7 @@
 local t = require "tap"
 local cudalua = t.cudalua()
 
-t.plan(30)
+t.plan(42)
 
 local code, out, err = t.run(cudalua .. " -e 'print(1 + 1)'")
 t.is(code, 0, "-e runs a statement")
@@ -40,6 +40,33 @@ code, out, err = t.run(cudalua .. " -e 'error(\"boom\")'")
 t.is(code, 1, "script error: exit 1")
 t.like(err, "boom", "error message printed")
 t.like(err, "stack traceback", "with a traceback")
+
+-- reporting errors: any error object gives a clean message and exit 1
+code, out, err = t.run(cudalua .. [[ -e 'local e; e = setmetatable({}, {__index = function(_, k)
+  if k == "unavailable" then return true end error(e) end}); error(e)']])
+t.is(code, 1, "error object whose __index raises: exit 1")
+t.ok(not err:find("PANIC"), "error object whose __index raises: no Lua panic")
+t.like(err, "^cudalua: %(error object is a table value%)", "error object whose __index raises: named by type")
+
+code, out, err = t.run(cudalua .. " -e 'error({unavailable = true})'")
+t.is(code, 1, "a table claiming unavailable = true is a script error, not 'no GPU'")
+t.ok(not err:find("(null)", 1, true), "no '(null)' in the message")
+t.like(err, "error object is a table value", "the table is named by type")
+
+code, out, err = t.run(cudalua .. [[ -e 'error(setmetatable({}, {__tostring = function() error("inner") end}))']])
+t.is(code, 1, "error object whose __tostring raises: exit 1")
+t.like(err, "^cudalua: %(error object is a table value, which could not be converted to a string%)",
+  "error object whose __tostring raises: named by type")
+
+code, out, err = t.run(cudalua .. [[ -e 'error(setmetatable({}, {__tostring = function() return "custom text" end}))']])
+t.like(err, "^cudalua: custom text\n", "error object with __tostring: its text")
+
+code, out, err = t.run(cudalua .. " -e 'error()'")
+t.like(err, "^cudalua: %(error object is a nil value%)", "error(nil): named by type")
+
+code, out, err = t.run(cudalua .. " -e '' -e 'print(\"after empty\")'")
+t.is(code, 0, "-e '' is accepted, like lua(1)")
+t.is(out, "after empty\n", "-e '' runs nothing, and what follows runs")
 
 -- the arg table and script arguments
 local script = os.tmpname()

@@ -176,15 +176,6 @@ end
 
 -- --- progress -------------------------------------------------------------------
 
-local stderr_is_terminal    -- detected once, on first use
-
-local function stderr_terminal()
-  if stderr_is_terminal == nil then
-    stderr_is_terminal = os.execute("test -t 2") == true
-  end
-  return stderr_is_terminal
-end
-
 local quiet = {step = function() end, done = function() end}
 quiet.__index = quiet
 quiet.__close = quiet.done
@@ -230,7 +221,7 @@ end
 function M.progress(total, label, opts)
   opts = opts or {}
   local tty = opts.tty
-  if tty == nil then tty = stderr_terminal() end
+  if tty == nil then tty = require("cuda").isatty(io.stderr) end
   if not tty then return setmetatable({}, quiet) end
   return setmetatable({
     total = total, label = label or "", count = 0, drawn = false,

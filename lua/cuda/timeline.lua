@@ -3,15 +3,18 @@
 --
 -- Two layers. Recording (needs a GPU): a timeline pre-creates its events, so
 -- recording spans inside a measured run allocates nothing; collect() turns
--- them into plain span tables {row, label, kind, start_ms, end_ms}.
+-- them into plain span tables {row, label, kind, start_ms, end_ms} with the
+-- optional fields bytes (bytes the operation moved) and chunk (the piece of
+-- work it belongs to: one chunk's copies and kernel share it).
 -- Rendering (pure functions of such span lists, testable anywhere):
 -- timeline.gantt and timeline.chrome_trace.
 --
 --   local tl <close> = timeline.new(dev, {capacity = 256})
 --   tl:origin(s1)
---   local id = tl:begin(s1, "stream 1", "H2D");  ...copy...;  tl:finish(s1, id)
+--   local id = tl:begin(s1, "stream 1", "H2D 3", "H2D", {bytes = n, chunk = 3})
+--   ...copy...;  tl:finish(s1, id)
 --   local spans = tl:collect()
---   print(timeline.gantt(spans, {width = 80}))
+--   print(timeline.gantt(spans))            -- as wide as the terminal
 --   timeline.write_chrome_trace("trace.json", spans, {process_name = "overlap"})
 local json = require "cuda.json"
 
@@ -64,12 +67,15 @@ end
 
 -- Opens a span on stream in row (a name, e.g. the stream's); kind (default:
 -- label) picks the chart symbol, so "H2D 3" and "H2D 4" can share one.
--- Returns the span id for finish.
-function Timeline:begin(stream, row, label, kind)
+-- fields (optional): {bytes = n, chunk = k}, carried into the collected
+-- span and the trace. Returns the span id for finish.
+function Timeline:begin(stream, row, label, kind, fields)
+  fields = fields or {}
   local event = self:next_event()
   stream:record(event)
   local id = #self.spans + 1
-  self.spans[id] = {row = tostring(row), label = tostring(label), kind = kind, start_event = event}
+  self.spans[id] = {row = tostring(row), label = tostring(label), kind = kind, start_event = event,
+                    bytes = fields.bytes, chunk = fields.chunk}
   return id
 end
 
@@ -99,6 +105,7 @@ function Timeline:collect()
     result[id] = {
       row = span.row, label = span.label, kind = span.kind or span.label,
       start_ms = span.start_event - reference, end_ms = span.end_event - reference,
+      bytes = span.bytes, chunk = span.chunk,
     }
   end
   if not self.origin_recorded then M.shift_to_zero(result) end
@@ -293,16 +300,23 @@ local function layout(rows, width)
   return name_width, cells
 end
 
+-- The width to draw in on file (default io.stdout): COLUMNS when set, else
+-- the terminal's own width, else 80 (see cuda.terminal_columns).
+function M.terminal_width(file)
+  return require("cuda").terminal_columns(file or io.stdout)
+end
+
 -- The chart as a string: per row (per lane, where spans overlap) the name
--- and "|bar|", the time axis, and the legend. opts.width (default 80) is
--- the total line width; opts.rows orders rows; opts.symbols maps kinds to
+-- and "|bar|", the time axis, and the legend. opts.width (default
+-- M.terminal_width()) is the total line width; opts.rows orders rows; opts.symbols maps kinds to
 -- characters; opts.total_ms fixes the end of the axis (default: last end).
 -- Cell c (0-based) of the bar covers [c, c+1) * total_ms / cells.
 function M.gantt(spans, opts)
   opts = opts or {}
   if #spans == 0 then return "(no spans)\n" end
+  local width = opts.width or M.terminal_width()
   local rows = row_order(spans, opts.rows)
-  local name_width, cells = layout(rows, opts.width or 80)
+  local name_width, cells = layout(rows, width)
   local total_ms = opts.total_ms or 0
   for _, s in ipairs(spans) do total_ms = math.max(total_ms, s.end_ms) end
   if total_ms <= 0 then total_ms = 1e-3 end        -- only zero-length spans at 0
@@ -321,23 +335,61 @@ function M.gantt(spans, opts)
   local ruler, tick_values = axis_lines(name_width + 3, total_ms, cells)
   lines[#lines + 1] = ruler
   lines[#lines + 1] = tick_values
-  for _, line in ipairs(legend_lines(kinds, symbols, opts.width or 80)) do lines[#lines + 1] = line end
+  for _, line in ipairs(legend_lines(kinds, symbols, width)) do lines[#lines + 1] = line end
   return table.concat(lines, "\n") .. "\n"
 end
 
 -- --- Chrome trace ---------------------------------------------------------------
 
-local function microseconds(ms)
-  return math.floor(ms * 1e6 + 0.5) / 1e3     -- rounded to the nanosecond
+-- Times are rounded to whole nanoseconds once, and every event is placed
+-- from those: a slice's dur is its rounded end minus its rounded start, so
+-- back-to-back spans stay back to back (rounding start and duration apart
+-- can make them overlap by 1 ns, which the format does not allow).
+local function nanoseconds(ms)
+  return math.floor(ms * 1e6 + 0.5)
+end
+
+local function microseconds(ns)
+  return ns / 1e3
 end
 
 local function metadata(name, pid, tid, args)
   return {name = name, ph = "M", pid = pid, tid = tid, args = args}
 end
 
+-- What a slice shows when selected: its row, and what the span carries.
+local function slice_args(s)
+  local args = {stream = s.row, chunk = s.chunk, bytes = s.bytes}
+  local seconds = (s.end_ms - s.start_ms) / 1e3
+  if s.bytes and seconds > 0 then args["GB/s"] = s.bytes / seconds / 1e9 end
+  return args
+end
+
+-- Flow arrows through each chunk's spans in start order (H2D -> kernel ->
+-- D2H): one "s"/"f" pair a step, each end bound to its slice at the
+-- slice's start.
+local function flow_events(ordered, pid, tids)
+  local events, last_of_chunk, next_id = {}, {}, 1
+  for _, s in ipairs(ordered) do
+    local previous = s.chunk ~= nil and last_of_chunk[s.chunk]
+    if previous then
+      local name = "chunk " .. tostring(s.chunk)
+      events[#events + 1] = {name = name, cat = "chunk", ph = "s", id = next_id, pid = pid,
+                             tid = tids[previous.row], ts = microseconds(nanoseconds(previous.start_ms))}
+      events[#events + 1] = {name = name, cat = "chunk", ph = "f", bp = "e", id = next_id, pid = pid,
+                             tid = tids[s.row], ts = microseconds(nanoseconds(s.start_ms))}
+      next_id = next_id + 1
+    end
+    if s.chunk ~= nil then last_of_chunk[s.chunk] = s end
+  end
+  return events
+end
+
 -- The Chrome trace event table (JSON object format): one complete ("X")
--- event per span with ts/dur in microseconds, one thread per row, named and
--- ordered by metadata events so Perfetto shows the row names in order.
+-- event per span with ts/dur in microseconds and args (stream, and the
+-- span's chunk, bytes and GB/s where it has them), flow events linking each
+-- chunk's spans, one thread per row, named and ordered by metadata events
+-- so Perfetto shows the row names in order.
 -- opts: process_name (default "cudalua"), pid (default 1), rows (order).
 function M.chrome_trace(spans, opts)
   opts = opts or {}
@@ -351,12 +403,17 @@ function M.chrome_trace(spans, opts)
     events[#events + 1] = metadata("thread_name", pid, i, {name = row})
     events[#events + 1] = metadata("thread_sort_index", pid, i, {sort_index = i})
   end
-  for _, s in ipairs(spans) do
+  local ordered = M.sort(table.move(spans, 1, #spans, 1, {}))
+  for _, s in ipairs(ordered) do
+    local start_ns = nanoseconds(s.start_ms)
     events[#events + 1] = {
       name = s.label, cat = kind_of(s), ph = "X", pid = pid, tid = tids[s.row],
-      ts = microseconds(s.start_ms), dur = microseconds(s.end_ms - s.start_ms),
+      ts = microseconds(start_ns), dur = microseconds(nanoseconds(s.end_ms) - start_ns),
+      args = slice_args(s),
     }
   end
+  local flows = flow_events(ordered, pid, tids)
+  table.move(flows, 1, #flows, #events + 1, events)
   return {traceEvents = events, displayTimeUnit = "ms"}
 end
 
