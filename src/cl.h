@@ -150,7 +150,7 @@ cl_DType cl_check_dtype(lua_State *L, int i);
 void cl_dtype_store(lua_State *L, int i, cl_DType t, void *dst);
 void cl_dtype_push(lua_State *L, cl_DType t, const void *src);
 
-/* --- programs and kernels (program.c) ------------------------------------ */
+/* --- programs (program.c), object code and kernels (module.c) ----------- */
 
 #define CL_MAX_PARAMS 64
 
@@ -160,7 +160,15 @@ typedef struct cl_ObjectCode {
   int kind;                     /* index into cl_code_kinds */
 } cl_ObjectCode;                /* user value 1: the code, a Lua string */
 
+enum { CL_CUBIN, CL_PTX, CL_FATBIN };
 extern const char *const cl_code_kinds[];   /* "cubin", "ptx", "fatbin", NULL */
+
+/* NULL when code[0..n) is object code of kind *kind that the driver can
+ * load without reading past it, else why not (written into why). A kind
+ * < 0 is detected first. code is a Lua string's: code[n] is a NUL. */
+const char *cl_code_problem(const char *code, size_t n, int *kind, char *why, size_t size);
+/* Push a new ObjectCode over the code string at index codei. */
+cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind);
 
 typedef struct cl_Kernel {
   int closed;
@@ -282,6 +290,7 @@ void cl_open_buffer(lua_State *L);
 void cl_open_view(lua_State *L);
 void cl_open_dtype(lua_State *L);
 void cl_open_program(lua_State *L);
+void cl_open_module(lua_State *L);
 void cl_open_launch(lua_State *L);
 void cl_open_graph(lua_State *L);
 
