@@ -178,7 +178,7 @@ cl_Scalar *cl_test_scalar(lua_State *L, int i);
 /* Set sc to the number at index i converted to t, as cl_dtype_store does. */
 void cl_scalar_store(lua_State *L, int i, cl_DType t, cl_Scalar *sc);
 
-/* --- programs and kernels (program.c) ------------------------------------ */
+/* --- programs (program.c), object code and kernels (module.c) ----------- */
 
 #define CL_MAX_PARAMS 64
 
@@ -188,7 +188,15 @@ typedef struct cl_ObjectCode {
   int kind;                     /* index into cl_code_kinds */
 } cl_ObjectCode;                /* user value 1: the code, a Lua string */
 
+enum { CL_CUBIN, CL_PTX, CL_FATBIN };
 extern const char *const cl_code_kinds[];   /* "cubin", "ptx", "fatbin", NULL */
+
+/* NULL when code[0..n) is object code of kind *kind that the driver can
+ * load without reading past it, else why not (written into why). A kind
+ * < 0 is detected first. code is a Lua string's: code[n] is a NUL. */
+const char *cl_code_problem(const char *code, size_t n, int *kind, char *why, size_t size);
+/* Push a new ObjectCode over the code string at index codei. */
+cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind);
 
 typedef struct cl_Kernel {
   int closed;
@@ -331,6 +339,7 @@ void cl_open_buffer(lua_State *L);
 void cl_open_view(lua_State *L);
 void cl_open_dtype(lua_State *L);
 void cl_open_program(lua_State *L);
+void cl_open_module(lua_State *L);
 void cl_open_launch(lua_State *L);
 void cl_open_graph(lua_State *L);
 void cl_open_term(lua_State *L);

@@ -36,6 +36,7 @@ int luaopen_cuda(lua_State *L)
   cl_open_buffer(L);
   cl_open_view(L);
   cl_open_program(L);
+  cl_open_module(L);
   cl_open_launch(L);
   cl_open_graph(L);
   cl_open_term(L);

@@ -32,6 +32,7 @@
   X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)                   \
   X(cuMemsetD32Async) X(cuMemPrefetchAsync) X(cuMemAdvise)                  \
   X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel)             \
+  X(cuLibraryGetKernelCount) X(cuLibraryEnumerateKernels) X(cuKernelGetName) \
   X(cuKernelGetFunction) X(cuFuncGetParamInfo) X(cuFuncGetAttribute)      \
   X(cuFuncSetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)      \
   X(cuLaunchKernel) X(cuLaunchKernelEx)                                     \

@@ -49,7 +49,7 @@ end
 
 -- --- every bundled kernel, for three architectures, to cubin and PTX -----------
 
-local files = {}
+local files, refused = {}, {}
 for name in io.popen("ls '" .. srcdir .. "/kernels'"):lines() do
   if name:match("%.cu$") then files[#files + 1] = name end
 end
@@ -65,6 +65,8 @@ for _, file in ipairs(files) do
     local sm = tonumber(arch:match("%d+"))
     local prog = cuda.Program(source, "c++", {arch = arch, name = file})
     local cubin = prog:compile("cubin")
+    local sound, why = pcall(cuda.ObjectCode.from_data, cubin.code)
+    if not sound then refused[#refused + 1] = ("%s for %s: %s"):format(file, arch, why) end
     t.ok(cubin.kind == "cubin" and cubin_sm(cubin.code) == sm,
          ("%s for %s: a CUDA ELF cubin for SM %d"):format(file, arch, sm))
     local missing = {}
@@ -82,6 +84,7 @@ for _, file in ipairs(files) do
     t.is(table.concat(missing, ","), "", ("%s for %s: the PTX has an .entry per kernel"):format(file, arch))
   end
 end
+t.is(table.concat(refused, "; "), "", "every cubin NVRTC made passes the bounds check")
 
 -- --- compile errors reach the user with file and line ----------------------------
 
@@ -276,6 +279,59 @@ do
   local host_elf = read(os.getenv("CUDALUA_BUILDDIR") and os.getenv("CUDALUA_BUILDDIR") .. "/src/cudalua" or "/bin/sh")
   t.raises(function() O.from_data(host_elf) end, "not a cubin: an ELF file for machine", "a host ELF file is not a cubin")
 
+  -- cuLibraryLoadData takes no length: whatever a cubin's headers point at
+  -- must lie in the data. The headers are found here the ELF64 way.
+  local code = cubin.code
+  local function patch(pos, fmt, value, base)
+    base = base or code
+    local packed = string.pack(fmt, value)
+    return base:sub(1, pos - 1) .. packed .. base:sub(pos + #packed)
+  end
+  local shoff, shnum = string.unpack("<I8", code, 0x29), string.unpack("<I2", code, 0x3d)
+  local sec, sh                                   -- a section with bytes in the file
+  for i = 1, shnum - 1 do
+    local pos = shoff + 64 * i + 1
+    local type, size = string.unpack("<I4", code, pos + 4), string.unpack("<I8", code, pos + 0x20)
+    if type ~= 8 and size > 0 then sec, sh = i, pos break end
+  end
+  local sec_size = string.unpack("<I8", code, sh + 0x20)
+  t.raises(function() O.from_data(patch(sh + 0x20, "<i8", -1)) end,
+           "truncated cubin: section " .. sec .. " ends past its " .. #code .. " bytes",
+           "a cubin whose section is 2^64-1 bytes long")
+  t.raises(function() O.from_data(patch(sh + 0x18, "<I8", #code - sec_size + 1)) end,
+           "truncated cubin: section " .. sec .. " ends past", "a cubin whose section starts too late")
+  t.raises(function() O.from_data(patch(sh + 0x18, "<i8", -1)) end,
+           "truncated cubin: section " .. sec .. " ends past", "a cubin whose section starts at 2^64-1")
+  t.ok(pcall(O.from_data, patch(sh + 0x20, "<i8", -1, patch(sh + 4, "<I4", 8))),
+       "a NOBITS section owns no bytes of the file: its size is not checked")
+  t.raises(function() O.from_data(patch(0x29, "<I8", #code - 64 * shnum + 1)) end,
+           "truncated cubin: its section headers end past", "a cubin whose section headers start too late")
+  t.raises(function() O.from_data(patch(0x3b, "<I2", 40)) end, "not a cubin: it has no ELF64 section header table",
+           "a cubin whose section headers are not ELF64's")
+  local phoff, phnum = string.unpack("<I8", code, 0x21), string.unpack("<I2", code, 0x39)
+  local seg, ph
+  for i = 0, phnum - 1 do
+    local pos = phoff + 56 * i + 1
+    if string.unpack("<I8", code, pos + 0x20) > 0 then seg, ph = i, pos break end
+  end
+  if seg then
+    t.raises(function() O.from_data(patch(ph + 0x20, "<I8", #code + 1)) end,
+             "truncated cubin: segment " .. seg .. " ends past", "a cubin whose segment ends past the data")
+  else
+    t.skip("NVRTC's cubin has no segment with bytes")
+  end
+  local shared = compile('extern "C" __global__ void big(float *x) { __shared__ float s[12000]; ' ..
+                         's[threadIdx.x] = x[0]; __syncthreads(); x[1] = s[11999 - threadIdx.x]; }').code
+  local nobits_past_end = false
+  shoff, shnum = string.unpack("<I8", shared, 0x29), string.unpack("<I2", shared, 0x3d)
+  for i = 1, shnum - 1 do
+    local pos = shoff + 64 * i + 1
+    nobits_past_end = nobits_past_end or string.unpack("<I4", shared, pos + 4) == 8 and
+      string.unpack("<I8", shared, pos + 0x18) + string.unpack("<I8", shared, pos + 0x20) > #shared
+  end
+  t.ok(nobits_past_end and pcall(O.from_data, shared),
+       "a cubin with 48000 bytes of static shared memory (NOBITS past its end) passes")
+
   local kinds = {cubin = cubin.code, ptx = ptx.code, fatbin = fatbin}
   for kind, code in pairs(kinds) do
     local path = tmp .. "/code." .. kind
@@ -299,8 +355,12 @@ do
     local code = t.run(("'%s' -fatbin -arch=sm_80 -o %s/real.fatbin %s/kernels/empty.cu"):format(nvcc, tmp, srcdir))
     local ok, f = pcall(O.from_file, tmp .. "/real.fatbin")
     t.ok(code == 0 and ok and f.kind == "fatbin", "a fatbin made by nvcc is recognized")
+    code = t.run(("'%s' -cubin -lineinfo -arch=sm_80 -o %s/real.cubin %s/kernels/scale_and_bias.cu")
+                 :format(nvcc, tmp, srcdir))
+    ok, f = pcall(O.from_file, tmp .. "/real.cubin")
+    t.ok(code == 0 and ok and f.kind == "cubin", "a cubin made by nvcc passes the bounds check: " .. tostring(f))
   else
-    t.skip("no nvcc to make a real fatbin")
+    t.skip("no nvcc to make a real fatbin or cubin", 2)
   end
 
   o = O.from_data(cubin.code)
@@ -370,11 +430,22 @@ do
     if not msg:find(place, 1, true) then unnamed[#unnamed + 1] = place end
   end
   t.is(table.concat(unnamed, ", "), "", "the error names every place it looked")
+
+  t.is(cuda.datadir, os.getenv("CUDALUA_SRCDIR"), "cuda.datadir: from the build tree, the source tree")
+  local lua = os.getenv("LUA")
+  if lua and lua ~= "" and (os.getenv("CUDALUA_SANITIZERS") or "") == "" then
+    local so = (os.getenv("CUDALUA_BUILDDIR") or ".") .. "/src/.libs/?.so"
+    code, out = t.run(("LUA_CPATH='%s' LUA_PATH='%s/lua/?.lua' CUDALUA_KERNEL_PATH='%s/k2' %s -e " ..
+                       "'print(require(\"cuda\").find_kernel(\"only2.cu\"))'"):format(so, srcdir, tmp, lua))
+    t.is(out, tmp .. "/k2/only2.cu\n", "require \"cuda\" in stock lua5.4 has cuda.find_kernel")
+  else
+    t.skip("no stock Lua interpreter, or a sanitizer build")
+  end
 end
 
 -- --- on a GPU ------------------------------------------------------------------------------------
 
-local GPU_TESTS = 26
+local GPU_TESTS = 28
 if not cuda.is_available() then
   t.skip("no CUDA device: " .. select(2, cuda.is_available()), GPU_TESTS)
 else
@@ -437,11 +508,27 @@ else
        "cuda.Kernel(vector_scale, 4 params)", "a kernel from a cubin file")
   local nvcc = io.popen("command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null"):read("l")
   if nvcc and t.run(("'%s' -fatbin -arch=%s -o %s/dev.fatbin %s/kernels/vector_scale.cu"):format(nvcc, arch, tmp, srcdir)) == 0 then
-    t.is(tostring(cuda.ObjectCode.from_file(tmp .. "/dev.fatbin"):get_kernel("vector_scale")),
-         "cuda.Kernel(vector_scale, 4 params)", "a kernel from an nvcc fatbin")
+    local fat = cuda.ObjectCode.from_file(tmp .. "/dev.fatbin")
+    t.is(tostring(fat:get_kernel("vector_scale")), "cuda.Kernel(vector_scale, 4 params)",
+         "a kernel from an nvcc fatbin")
+    ok, err = pcall(fat.get_kernel, fat, "nope")
+    t.like(type(err) == "table" and err.message, "no kernel named 'nope' in cuda%.ObjectCode%(fatbin.*it has: vector_scale%)",
+           "fatbin: missing kernels list the kernels the driver found")
   else
-    t.skip("no nvcc to make a fatbin")
+    t.skip("no nvcc to make a fatbin", 2)
   end
+
+  local sources = {}
+  for i = 1, 30 do sources[i] = ('extern "C" __global__ void k%d(int *x) { x[%d] = %d; }'):format(i, i, i) end
+  ok, err = pcall(function() return compile(table.concat(sources, "\n"), "cubin", {arch = arch}):get_kernel("nope") end)
+  local listed, names = type(err) == "table" and err.message:match("it has: (.*)%)$") or "", {}
+  for name in listed:gmatch("[^, ]+") do names[#names + 1] = name end
+  local seen, fine = {}, #names == 25 and names[25] == "..."
+  for i = 1, 24 do
+    fine = fine and names[i]:match("^k%d+$") ~= nil and not seen[names[i]]
+    seen[names[i] or i] = true
+  end
+  t.ok(fine, "30 kernels: the error names 24 different ones, then ...: " .. listed)
 
   local wrong = tonumber(dev.arch) >= 100 and "sm_75" or "sm_120"
   ok, err = pcall(function() return compile(vs, "cubin", {arch = wrong}):get_kernel("vector_scale").attributes end)
