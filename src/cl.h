@@ -285,6 +285,18 @@ void cl_open_program(lua_State *L);
 void cl_open_launch(lua_State *L);
 void cl_open_graph(lua_State *L);
 
+/* --- devices, graphs and green contexts at cuda.core's level -------------- */
+
+/* Every CUdevice_attribute under its cuda.core name, NULL-terminated;
+ * generated from cuda.h by src/device_props.awk (device_props.c). */
+typedef struct cl_DeviceProperty {
+  const char *name;
+  CUdevice_attribute attr;
+} cl_DeviceProperty;
+extern const cl_DeviceProperty cl_device_properties[];
+
+void cl_open_context(lua_State *L);
+
 int luaopen_cuda(lua_State *L);
 
 #endif
