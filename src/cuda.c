@@ -186,5 +186,6 @@ int luaopen_cuda(lua_State *L)
   cl_open_program(L);
   cl_open_launch(L);
   cl_open_graph(L);
+  cl_open_graph_builder(L);
   return 1;
 }
