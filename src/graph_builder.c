@@ -93,6 +93,13 @@ static int push_node(lua_State *L, CUgraphNode handle, int first, int last)
   return 1;
 }
 
+/* Every node method starts here: the builder at 1, dependencies at 2. */
+static size_t begin_node(lua_State *L, Builder **b, CUgraphNode deps[MAX_DEPS])
+{
+  *b = check_builder(L, 1);
+  return check_deps(L, 2, deps);
+}
+
 /* cuda.Graph([device]) */
 static int cuda_graph(lua_State *L)
 {
@@ -132,9 +139,9 @@ static void check_kernel_node(lua_State *L, int i, cl_Device *d, CUDA_KERNEL_NOD
 /* b:kernel(deps, cfg, kernel, args...) */
 static int builder_kernel(lua_State *L)
 {
-  Builder *b = check_builder(L, 1);
+  Builder *b;
   CUgraphNode deps[MAX_DEPS], node;
-  size_t n = check_deps(L, 2, deps);
+  size_t n = begin_node(L, &b, deps);
   CUDA_KERNEL_NODE_PARAMS p;
   uint64_t storage[CL_MAX_PARAMS];
   void *params[CL_MAX_PARAMS];
@@ -155,9 +162,9 @@ static cl_Buffer *check_graph_buffer(lua_State *L, int i)
 /* b:memcpy(deps, dst, src): sizes must match */
 static int builder_memcpy(lua_State *L)
 {
-  Builder *b = check_builder(L, 1);
+  Builder *b;
   CUgraphNode deps[MAX_DEPS], node;
-  size_t n = check_deps(L, 2, deps);
+  size_t n = begin_node(L, &b, deps);
   cl_Buffer *dst = check_graph_buffer(L, 3), *src = check_graph_buffer(L, 4);
   if (dst->size != src->size)
     return luaL_error(L, "memcpy: the sizes differ (%I bytes to %I bytes)", (lua_Integer)src->size,
@@ -177,9 +184,9 @@ static int builder_memcpy(lua_State *L)
 /* b:memset(deps, buf, byte) */
 static int builder_memset(lua_State *L)
 {
-  Builder *b = check_builder(L, 1);
+  Builder *b;
   CUgraphNode deps[MAX_DEPS], node;
-  size_t n = check_deps(L, 2, deps);
+  size_t n = begin_node(L, &b, deps);
   cl_Buffer *buf = check_graph_buffer(L, 3);
   lua_Integer v = luaL_checkinteger(L, 4);
   luaL_argcheck(L, v >= 0 && v <= 255, 4, "a byte is 0 to 255");
@@ -198,9 +205,9 @@ static int builder_memset(lua_State *L)
 /* b:empty(deps): a join point */
 static int builder_empty(lua_State *L)
 {
-  Builder *b = check_builder(L, 1);
+  Builder *b;
   CUgraphNode deps[MAX_DEPS], node;
-  size_t n = check_deps(L, 2, deps);
+  size_t n = begin_node(L, &b, deps);
   cl_device_activate(L, b->dev);
   CL_TRY(L, cuGraphAddEmptyNode, (&node, b->graph, deps, n));
   return push_node(L, node, 2, 1);
@@ -209,9 +216,9 @@ static int builder_empty(lua_State *L)
 /* b:record(deps, event) and b:wait(deps, event) */
 static int builder_event_node(lua_State *L, int wait)
 {
-  Builder *b = check_builder(L, 1);
+  Builder *b;
   CUgraphNode deps[MAX_DEPS], node;
-  size_t n = check_deps(L, 2, deps);
+  size_t n = begin_node(L, &b, deps);
   cl_Event *ev = cl_check_event(L, 3);
   cl_device_activate(L, b->dev);
   if (wait)
@@ -229,9 +236,9 @@ static int builder_wait(lua_State *L) { return builder_event_node(L, 1); }
 /* b:child(deps, other_builder): the driver copies the child graph */
 static int builder_child(lua_State *L)
 {
-  Builder *b = check_builder(L, 1);
+  Builder *b;
   CUgraphNode deps[MAX_DEPS], node;
-  size_t n = check_deps(L, 2, deps);
+  size_t n = begin_node(L, &b, deps);
   Builder *child = check_builder(L, 3);
   luaL_argcheck(L, child != b, 3, "a graph cannot be its own child");
   cl_device_activate(L, b->dev);
