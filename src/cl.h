@@ -344,6 +344,36 @@ void cl_open_launch(lua_State *L);
 void cl_open_graph(lua_State *L);
 void cl_open_term(lua_State *L);
 
+/* --- devices, graphs and green contexts at cuda.core's level -------------- */
+
+/* Every CUdevice_attribute under its cuda.core name, NULL-terminated;
+ * generated from cuda.h by src/device_props.awk (device_props.c). */
+typedef struct cl_DeviceProperty {
+  const char *name;
+  CUdevice_attribute attr;
+} cl_DeviceProperty;
+extern const cl_DeviceProperty cl_device_properties[];
+
+/* Check kernel arguments first .. first + nargs - 1 against k's parameters
+ * and pack them for device d, as cuda.launch does (launch.c). Only for
+ * functions registered through cl_setfuncs (it compares metatables with
+ * the upvalues). */
+void cl_pack_kernel_args(lua_State *L, cl_Kernel *k, int first, int nargs, cl_Device *d,
+                         uint64_t storage[CL_MAX_PARAMS], void *params[CL_MAX_PARAMS]);
+/* The grid, block and shmem of the cuda.LaunchConfig at i, for a kernel node. */
+void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p);
+
+/* An executable graph (graph.c) over graph, which it destroys on close
+ * only when owns_graph; the value at refs (0 for none) is kept alive with
+ * it: what the graph's nodes use. */
+void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
+                        unsigned long long flags);
+/* cuda.Graph() options of instantiate: a CUgraphInstantiate_flags mask. */
+unsigned long long cl_check_instantiate_options(lua_State *L, int idx);
+/* The executable of the open cuda.Graph at i. */
+CUgraphExec cl_graph_exec(lua_State *L, int i);
+void cl_open_graph_builder(lua_State *L);
+
 int luaopen_cuda(lua_State *L);
 
 #endif

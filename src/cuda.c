@@ -40,5 +40,6 @@ int luaopen_cuda(lua_State *L)
   cl_open_launch(L);
   cl_open_graph(L);
   cl_open_term(L);
+  cl_open_graph_builder(L);
   return 1;
 }

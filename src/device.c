@@ -186,36 +186,6 @@ static void push_dim3(lua_State *L, cl_Device *d, CUdevice_attribute x)
   }
 }
 
-static const struct { const char *name; CUdevice_attribute attr; } int_properties[] = {
-  {"multiprocessor_count", CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
-  {"async_engine_count", CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT},
-  {"l2_cache_size", CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE},
-  {"clock_rate_khz", CU_DEVICE_ATTRIBUTE_CLOCK_RATE},
-  {"memory_clock_rate_khz", CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE},
-  {"memory_bus_width", CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH},
-  {"warp_size", CU_DEVICE_ATTRIBUTE_WARP_SIZE},
-  {"max_threads_per_block", CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
-  {"max_threads_per_multiprocessor", CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR},
-  {"max_shared_memory_per_block", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK},
-  {"max_shared_memory_per_block_optin", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN},
-  {"max_shared_memory_per_multiprocessor", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR},
-  {"max_registers_per_block", CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK},
-  {"total_constant_memory", CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY},
-  {"concurrent_kernels", CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS},
-  {"concurrent_managed_access", CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS},
-  {"managed_memory", CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY},
-  {"unified_addressing", CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING},
-  {"memory_pools_supported", CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED},
-  {"host_memory_pools_supported", CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED},
-  {"cooperative_launch", CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH},
-  {"cluster_launch", CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH},
-  {"ecc_enabled", CU_DEVICE_ATTRIBUTE_ECC_ENABLED},
-  {"integrated", CU_DEVICE_ATTRIBUTE_INTEGRATED},
-  {"pageable_memory_access", CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS},
-  {"stream_priorities_supported", CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED},
-  {"compute_mode", CU_DEVICE_ATTRIBUTE_COMPUTE_MODE},
-};
-
 static void push_uuid(lua_State *L, cl_Device *d)
 {
   CUuuid u;
@@ -230,28 +200,209 @@ static void push_uuid(lua_State *L, cl_Device *d)
   lua_pushfstring(L, "GPU-%s", s);
 }
 
-static void push_properties(lua_State *L, cl_Device *d)
+static void push_pci_bus_id(lua_State *L, cl_Device *d)
 {
   char bus[32];
-  size_t total = 0;
-  size_t n = sizeof int_properties / sizeof int_properties[0];
-  lua_createtable(L, 0, (int)n + 8);
-  for (size_t k = 0; k < n; k++) {
-    lua_pushinteger(L, attribute(L, d, int_properties[k].attr));
-    lua_setfield(L, -2, int_properties[k].name);
-  }
-  CL_TRY(L, cuDeviceTotalMem, (&total, d->handle));
-  lua_pushinteger(L, (lua_Integer)total);
-  lua_setfield(L, -2, "total_memory");
   CL_TRY(L, cuDeviceGetPCIBusId, (bus, sizeof bus, d->handle));
   lua_pushstring(L, bus);
-  lua_setfield(L, -2, "pci_bus_id");
-  push_uuid(L, d);
-  lua_setfield(L, -2, "uuid");
+}
+
+static void push_total_memory(lua_State *L, cl_Device *d)
+{
+  size_t total = 0;
+  CL_TRY(L, cuDeviceTotalMem, (&total, d->handle));
+  lua_pushinteger(L, (lua_Integer)total);
+}
+
+static void push_max_block_dim(lua_State *L, cl_Device *d)
+{
   push_dim3(L, d, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
-  lua_setfield(L, -2, "max_block_dim");
+}
+
+static void push_max_grid_dim(lua_State *L, cl_Device *d)
+{
   push_dim3(L, d, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
-  lua_setfield(L, -2, "max_grid_dim");
+}
+
+/* --- dev.properties: every attribute, read on first access --------------------
+ *
+ * A table whose __index asks cuDeviceGetAttribute for a name the first time
+ * and caches the answer in the table; __pairs lists every name in a fixed
+ * order: the attributes (device_props.c), the names cudalua had before it
+ * served every attribute, then values that are not attributes. */
+
+#define PROPERTY_POSITIONS "cuda.property_positions"   /* registry: name -> position */
+
+static const cl_DeviceProperty property_aliases[] = {
+  {"clock_rate_khz", CU_DEVICE_ATTRIBUTE_CLOCK_RATE},
+  {"memory_clock_rate_khz", CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE},
+  {"memory_bus_width", CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH},
+  {NULL, (CUdevice_attribute)0}
+};
+
+static const struct { const char *name; void (*push)(lua_State *L, cl_Device *d); } derived_properties[] = {
+  {"total_memory", push_total_memory}, {"pci_bus_id", push_pci_bus_id}, {"uuid", push_uuid},
+  {"max_block_dim", push_max_block_dim}, {"max_grid_dim", push_max_grid_dim},
+};
+
+static int count_properties(const cl_DeviceProperty *p)
+{
+  int n = 0;
+  while (p[n].name)
+    n++;
+  return n;
+}
+
+/* The attribute at position pos (1-based), or NULL past the attributes. */
+static const cl_DeviceProperty *attribute_at(int pos, int nattr, int nalias)
+{
+  if (pos <= nattr)
+    return &cl_device_properties[pos - 1];
+  return pos <= nattr + nalias ? &property_aliases[pos - nattr - 1] : NULL;
+}
+
+static int property_count(int *nattr, int *nalias)
+{
+  *nattr = count_properties(cl_device_properties);
+  *nalias = count_properties(property_aliases);
+  return *nattr + *nalias + (int)(sizeof derived_properties / sizeof derived_properties[0]);
+}
+
+static const char *property_name(int pos)
+{
+  int nattr, nalias;
+  property_count(&nattr, &nalias);
+  const cl_DeviceProperty *p = attribute_at(pos, nattr, nalias);
+  return p ? p->name : derived_properties[pos - nattr - nalias - 1].name;
+}
+
+/* Push the value at position pos; 0 (nothing pushed) for an attribute this
+ * driver does not know. */
+static int push_property(lua_State *L, cl_Device *d, int pos)
+{
+  int nattr, nalias, v = 0;
+  property_count(&nattr, &nalias);
+  const cl_DeviceProperty *p = attribute_at(pos, nattr, nalias);
+  if (p == NULL) {
+    derived_properties[pos - nattr - nalias - 1].push(L, d);
+    return 1;
+  }
+  CUresult r = CL_CALL(cuDeviceGetAttribute, (&v, p->attr, d->handle));
+  if (r == CUDA_ERROR_INVALID_VALUE)
+    return 0;
+  cl_check(L, r, "cuDeviceGetAttribute");
+  lua_pushinteger(L, v);
+  return 1;
+}
+
+/* The position of the string at i, or 0 for a name that is no property. */
+static int property_position(lua_State *L, int i)
+{
+  if (lua_type(L, i) != LUA_TSTRING)
+    return 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, PROPERTY_POSITIONS);
+  lua_pushvalue(L, i);
+  lua_rawget(L, -2);
+  int pos = (int)lua_tointeger(L, -1);
+  lua_pop(L, 2);
+  return pos;
+}
+
+/* __index(props, name), the device is upvalue 1 */
+static int properties_index(lua_State *L)
+{
+  cl_Device *d = lua_touserdata(L, lua_upvalueindex(1));
+  int pos = property_position(L, 2);
+  if (pos == 0 || !push_property(L, d, pos))
+    return 0;
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, 1);
+  return 1;
+}
+
+/* next(props, name) in the fixed order, skipping what the driver lacks */
+static int properties_next(lua_State *L)
+{
+  int nattr, nalias;
+  int total = property_count(&nattr, &nalias);
+  int pos = lua_isnil(L, 2) ? 0 : property_position(L, 2);
+  if (pos == 0 && !lua_isnil(L, 2))
+    return luaL_error(L, "invalid key to 'next' over device properties");
+  while (++pos <= total) {
+    const char *name = property_name(pos);
+    lua_pushstring(L, name);
+    if (lua_gettable(L, 1) != LUA_TNIL) {
+      lua_pushstring(L, name);
+      lua_insert(L, -2);
+      return 2;
+    }
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+static int properties_pairs(lua_State *L)
+{
+  lua_pushcfunction(L, properties_next);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+/* The properties table of the device at index i, made on first use. */
+static void push_properties(lua_State *L, int i)
+{
+  if (lua_getiuservalue(L, i, 1) != LUA_TNIL)
+    return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 2);
+  lua_pushvalue(L, i);
+  lua_pushcclosure(L, properties_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, properties_pairs);
+  lua_setfield(L, -2, "__pairs");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_setiuservalue(L, i, 1);
+}
+
+static void create_property_positions(lua_State *L)
+{
+  int nattr, nalias;
+  int total = property_count(&nattr, &nalias);
+  lua_createtable(L, 0, total);
+  for (int pos = 1; pos <= total; pos++) {
+    lua_pushinteger(L, pos);
+    lua_setfield(L, -2, property_name(pos));
+  }
+  lua_setfield(L, LUA_REGISTRYINDEX, PROPERTY_POSITIONS);
+}
+
+/* cuda.device_property_names(): the attribute names, in cuda.h's order */
+static int cuda_device_property_names(lua_State *L)
+{
+  lua_newtable(L);
+  for (int k = 0; cl_device_properties[k].name; k++) {
+    lua_pushstring(L, cl_device_properties[k].name);
+    lua_rawseti(L, -2, k + 1);
+  }
+  return 1;
+}
+
+/* cuda.devices(): every device, in id order */
+static int cuda_devices(lua_State *L)
+{
+  int count = 0;
+  cl_driver_load(L);
+  CL_TRY(L, cuDeviceGetCount, (&count));
+  lua_createtable(L, count, 0);
+  for (int id = 0; id < count; id++) {
+    cl_push_device(L, id);
+    lua_rawseti(L, -2, id + 1);
+  }
+  return 1;
 }
 
 static int device_fields(lua_State *L)
@@ -268,15 +419,13 @@ static int device_fields(lua_State *L)
     push_compute_capability(L, d);
   else if (strcmp(key, "memory_resource") == 0)
     cl_push_default_mr(L, 1);
-  else if (strcmp(key, "properties") == 0) {
-    /* cached in the user value: attributes do not change */
-    if (lua_getiuservalue(L, 1, 1) == LUA_TNIL) {
-      lua_pop(L, 1);
-      push_properties(L, d);
-      lua_pushvalue(L, -1);
-      lua_setiuservalue(L, 1, 1);
-    }
-  } else
+  else if (strcmp(key, "properties") == 0)
+    push_properties(L, 1);   /* cached in the user value */
+  else if (strcmp(key, "uuid") == 0)
+    push_uuid(L, d);
+  else if (strcmp(key, "pci_bus_id") == 0)
+    push_pci_bus_id(L, d);
+  else
     lua_pushnil(L);
   return 1;
 }
@@ -341,6 +490,11 @@ void cl_open_device(lua_State *L)
   luaL_newmetatable(L, "cuda.ComputeCapability");
   luaL_setfuncs(L, cc_meta, 0);
   lua_pop(L, 1);
+  create_property_positions(L);
   lua_pushcfunction(L, cuda_device);
   lua_setfield(L, -2, "Device");
+  lua_pushcfunction(L, cuda_devices);
+  lua_setfield(L, -2, "devices");
+  lua_pushcfunction(L, cuda_device_property_names);
+  lua_setfield(L, -2, "device_property_names");
 }

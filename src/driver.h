@@ -38,7 +38,11 @@
   X(cuLaunchKernel) X(cuLaunchKernelEx)                                     \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)      \
   X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)                  \
-  X(cuGraphGetNodes)
+  X(cuGraphGetNodes)                                                        \
+  X(cuGraphUpload) X(cuGraphCreate) X(cuGraphAddKernelNode)                 \
+  X(cuGraphAddMemcpyNode) X(cuGraphAddMemsetNode) X(cuGraphAddEmptyNode)    \
+  X(cuGraphAddEventRecordNode) X(cuGraphAddEventWaitNode)                   \
+  X(cuGraphAddChildGraphNode) X(cuGraphExecKernelNodeSetParams)
 
 /* Entry points whose prototype in cuda.h is older than the newest ABI the
  * driver has under that name: asked for at the version of the header's

@@ -15,7 +15,27 @@ typedef struct Graph {
   CUgraph graph;
   CUgraphExec exec;
   cl_Device *dev;
-} Graph;
+  int owns_graph;               /* captured: destroyed with the executable */
+} Graph;                        /* user values: 1 the device, 2 what its nodes use */
+
+/* instantiate's options, as cuda.core's GraphCompleteOptions */
+static const char *const instantiate_options[] = {
+  "auto_free_on_launch", "device_launch", "use_node_priority", NULL
+};
+static const unsigned long long instantiate_flags[] = {
+  CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH,
+  CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
+};
+
+unsigned long long cl_check_instantiate_options(lua_State *L, int idx)
+{
+  unsigned long long flags = 0;
+  cl_check_options(L, idx, instantiate_options);
+  for (int k = 0; instantiate_options[k]; k++)
+    if (cl_opt_boolean(L, idx, instantiate_options[k], 0))
+      flags |= instantiate_flags[k];
+  return flags;
+}
 
 static Graph *check_graph(lua_State *L, int i)
 {
@@ -37,26 +57,61 @@ static int stream_begin_capture(lua_State *L)
   return 0;
 }
 
-/* s:end_capture() -> cuda.Graph, instantiated */
-static int stream_end_capture(lua_State *L)
+void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
+                        unsigned long long flags)
 {
-  cl_Stream *s = cl_check_stream(L, 1);
-  Graph *g = lua_newuserdatauv(L, sizeof *g, 1);
+  cl_Device *d = cl_check_device(L, devi);
+  Graph *g = lua_newuserdatauv(L, sizeof *g, 2);
   memset(g, 0, sizeof *g);
-  g->closed = 1;  /* until both handles exist */
+  g->closed = 1;  /* until the executable exists */
   luaL_setmetatable(L, CL_GRAPH);
-  cl_device_activate(L, s->dev);
-  CL_TRY(L, cuStreamEndCapture, (s->handle, &g->graph));
-  CUresult r = CL_CALL(cuGraphInstantiateWithFlags, (&g->exec, g->graph, 0));
+  CUresult r = CL_CALL(cuGraphInstantiateWithFlags, (&g->exec, graph, flags));
   if (r != CUDA_SUCCESS) {
-    CL_CALL(cuGraphDestroy, (g->graph));
+    if (owns_graph)
+      CL_CALL(cuGraphDestroy, (graph));
     cl_raise(L, r, "cuGraphInstantiateWithFlags");
   }
   g->closed = 0;
-  g->dev = s->dev;
-  lua_getiuservalue(L, 1, 1);   /* the device */
+  g->graph = graph;
+  g->owns_graph = owns_graph;
+  g->dev = d;
+  lua_pushvalue(L, devi);
   lua_setiuservalue(L, -2, 1);
+  if (refs) {
+    lua_pushvalue(L, refs);
+    lua_setiuservalue(L, -2, 2);
+  }
+}
+
+/* s:end_capture([options]) -> cuda.Graph, instantiated */
+static int stream_end_capture(lua_State *L)
+{
+  cl_Stream *s = cl_check_stream(L, 1);
+  unsigned long long flags = cl_check_instantiate_options(L, 2);
+  CUgraph graph = NULL;
+  s = cl_check_stream(L, 1);    /* the options' metamethods may have closed it */
+  lua_getiuservalue(L, 1, 1);   /* the device */
+  cl_device_activate(L, s->dev);
+  CL_TRY(L, cuStreamEndCapture, (s->handle, &graph));
+  cl_push_graph_exec(L, graph, 1, lua_gettop(L), 0, flags);
   return 1;
+}
+
+/* g:upload(stream): load the graph on the device ahead of its first launch */
+static int graph_upload(lua_State *L)
+{
+  Graph *g = check_graph(L, 1);
+  cl_Stream *s = cl_check_stream(L, 2);
+  if (s->dev != g->dev)
+    return luaL_argerror(L, 2, "the stream belongs to another device than the graph");
+  cl_device_activate(L, s->dev);
+  CL_TRY(L, cuGraphUpload, (g->exec, s->handle));
+  return 0;
+}
+
+CUgraphExec cl_graph_exec(lua_State *L, int i)
+{
+  return check_graph(L, i)->exec;
 }
 
 /* g:launch(stream) */
@@ -77,14 +132,26 @@ static int graph_close(lua_State *L)
   if (!g->closed) {
     g->closed = 1;
     CL_CALL(cuGraphExecDestroy, (g->exec));
-    CL_CALL(cuGraphDestroy, (g->graph));
+    if (g->owns_graph)
+      CL_CALL(cuGraphDestroy, (g->graph));
+    lua_pushnil(L);             /* what its nodes used may go now */
+    lua_setiuservalue(L, 1, 2);
   }
   return 0;
 }
 
+/* The node count of the graph at index 1; a built graph's nodes are its
+ * builder's, gone once the builder is closed. */
 static size_t node_count(lua_State *L, Graph *g)
 {
   size_t n = 0;
+  if (!g->owns_graph) {
+    lua_getiuservalue(L, 1, 2);
+    const int *builder_closed = lua_touserdata(L, -1);   /* handles start with `closed` */
+    lua_pop(L, 1);
+    if (builder_closed == NULL || *builder_closed)
+      luaL_error(L, "the cuda.GraphBuilder of this graph is closed");
+  }
   CL_TRY(L, cuGraphGetNodes, (g->graph, NULL, &n));
   return n;
 }
@@ -119,7 +186,7 @@ void cl_open_graph(lua_State *L)
     {NULL, NULL}
   };
   static const luaL_Reg methods[] = {
-    {"launch", graph_launch}, {"close", graph_close}, {NULL, NULL}
+    {"launch", graph_launch}, {"upload", graph_upload}, {"close", graph_close}, {NULL, NULL}
   };
   static const luaL_Reg stream_methods[] = {
     {"begin_capture", stream_begin_capture}, {"end_capture", stream_end_capture},

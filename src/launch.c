@@ -215,6 +215,30 @@ static void pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d
               luaL_typename(L, i), 0);
 }
 
+void cl_pack_kernel_args(lua_State *L, cl_Kernel *k, int first, int nargs, cl_Device *d,
+                         uint64_t storage[CL_MAX_PARAMS], void *params[CL_MAX_PARAMS])
+{
+  if (k->nparams < 0)
+    luaL_error(L, "cuda.launch: the driver did not report the parameters of kernel '%s'", k->name);
+  if (nargs != k->nparams)
+    luaL_error(L, "cuda.launch: kernel '%s' takes %d argument%s, got %d", k->name, k->nparams,
+               k->nparams == 1 ? "" : "s", nargs);
+  for (int n = 1; n <= nargs; n++) {
+    pack_argument(L, k, first + n - 1, n, d, &storage[n - 1]);
+    params[n - 1] = &storage[n - 1];
+  }
+}
+
+void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p)
+{
+  const LaunchConfig *c = luaL_checkudata(L, i, CL_LAUNCHCONFIG);
+  if (c->has_cluster || c->cooperative || c->shmem > 48 * 1024)
+    luaL_argerror(L, i, "a graph kernel node takes no cluster, cooperative or over 48 KiB shmem");
+  p->gridDimX = c->grid[0]; p->gridDimY = c->grid[1]; p->gridDimZ = c->grid[2];
+  p->blockDimX = c->block[0]; p->blockDimY = c->block[1]; p->blockDimZ = c->block[2];
+  p->sharedMemBytes = c->shmem;
+}
+
 static void check_device_limits(lua_State *L, const LaunchConfig *c, cl_Device *d)
 {
   if ((int)c->shmem > d->max_shmem_optin)
@@ -269,19 +293,9 @@ static int cuda_launch(lua_State *L)
   cl_Kernel *k = cl_fast_check(L, 3, CL_UV_KERNEL, CL_KERNEL);
   if (c == NULL)
     c = luaL_checkudata(L, 2, CL_LAUNCHCONFIG);
-  int nargs = lua_gettop(L) - 3;
   uint64_t storage[CL_MAX_PARAMS];
   void *params[CL_MAX_PARAMS];
-  if (k->nparams < 0)
-    return luaL_error(L, "cuda.launch: the driver did not report the parameters of kernel '%s'",
-                      k->name);
-  if (nargs != k->nparams)
-    return luaL_error(L, "cuda.launch: kernel '%s' takes %d argument%s, got %d", k->name,
-                      k->nparams, k->nparams == 1 ? "" : "s", nargs);
-  for (int n = 1; n <= nargs; n++) {
-    pack_argument(L, k, 3 + n, n, s->dev, &storage[n - 1]);
-    params[n - 1] = &storage[n - 1];
-  }
+  cl_pack_kernel_args(L, k, 4, lua_gettop(L) - 3, s->dev, storage, params);
   if (c->shmem > 48 * 1024 || c->has_cluster || c->cooperative)
     check_device_limits(L, c, s->dev);
   cl_device_activate(L, s->dev);

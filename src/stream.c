@@ -94,18 +94,36 @@ static int stream_sync(lua_State *L)
   return 0;
 }
 
-/* s:record([event]) -> event; creates a timing event when given none. */
+/* The event s:record makes when given none: s:record() makes a timing
+ * event; s:record{...} or s:record(nil, {...}) one with those options,
+ * create_event's defaults for the rest (as cuda.core's record(options=)). */
+static cl_Event *record_new_event(lua_State *L)
+{
+  int opts = lua_istable(L, 2) ? 2 : 3;
+  if (opts == 3 && !lua_isnoneornil(L, 2))
+    luaL_typeerror(L, 2, "cuda.Event or an option table");
+  int timing = 1, blocking = 0;
+  if (!lua_isnoneornil(L, opts)) {
+    cl_check_options(L, opts, event_options);
+    timing = cl_opt_boolean(L, opts, "timing", 0);
+    blocking = cl_opt_boolean(L, opts, "blocking_sync", 0);
+  }
+  cl_check_stream(L, 1);        /* the options' metamethods may have closed it */
+  lua_getiuservalue(L, 1, 1);
+  return push_event(L, lua_gettop(L), timing, blocking);
+}
+
+/* s:record([event | options]) -> event */
 static int stream_record(lua_State *L)
 {
   cl_Stream *s = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
-  cl_Event *ev;
-  if (lua_isnoneornil(L, 2)) {
-    lua_getiuservalue(L, 1, 1);
-    ev = push_event(L, lua_gettop(L), 1, 0);
-  } else {
-    ev = cl_fast_check(L, 2, CL_UV_EVENT, CL_EVENT);
+  cl_Event *ev = cl_fast_test(L, 2, CL_UV_EVENT);
+  if (ev == NULL)
+    ev = record_new_event(L);
+  else if (ev->closed)
+    return luaL_error(L, "%s is closed", CL_EVENT);
+  else
     lua_settop(L, 2);
-  }
   CL_TRY(L, cuEventRecord, (ev->handle, s->handle));
   ev->recorded = 1;
   return 1;

@@ -66,4 +66,40 @@ do
 end
 big:close(s)
 s:sync()
+
+-- record with options makes the event as create_event would (cuda.core's record(options=))
+local untimed = s:record{timing = false}
+t.is(untimed.timing, false, "record{timing = false} makes an event without timing")
+local timed = s:record(nil, {timing = true, blocking_sync = true})
+t.is(timed.timing, true, "record(nil, {timing = true, ...}) makes a timing event")
+t.is(s:record{}.timing, false, "record{} takes create_event's defaults")
+timed:sync()
+t.is(timed.is_done, true, "a blocking_sync event completes")
+t.raises(function() s:record{timng = true} end, "unknown option 'timng'", "record: unknown option")
+t.raises(function() s:record{timing = 1} end, "field 'timing' must be a boolean", "record: timing = 1")
+t.raises(function() s:record(5) end, "cuda%.Event or an option table expected", "record(5)")
+t.raises(function() s:record(deadev) end, "cuda%.Event is closed", "record a closed event")
+local closing = dev:create_stream()
+local sneaky = setmetatable({}, {__index = function() closing:close() end})
+t.raises(function() closing:record(sneaky) end, "cuda%.Stream is closed",
+         "an option table that closes the stream")
+
+-- is_done on an event that is still pending, priority, wait on a stream
+local spin = cuda.Program([[
+extern "C" __global__ void spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {}
+}]], "c++", {arch = "sm_" .. dev.arch}):compile("cubin"):get_kernel("spin")
+local one = cuda.LaunchConfig{grid = 1, block = 1}
+local slow, follower = dev:create_stream(), dev:create_stream()
+cuda.launch(slow, one, spin, cuda.i64(dev.properties.clock_rate * 200))   -- about 200 ms
+local pending = slow:record()
+t.is(pending.is_done, false, "event.is_done is false while the kernel runs")
+follower:wait(slow)
+local after = follower:record()
+t.is(after.is_done, false, "a stream that waits on a busy stream is not done")
+after:sync()
+t.is(pending.is_done, true, "the waited-on stream's work completed first")
+t.ok(after - pending >= 0, "the follower's event comes after the waited-on work")
+t.is(math.type(follower.priority), "integer", "stream.priority")
 t.done()

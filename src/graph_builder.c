@@ -1,0 +1,337 @@
+/* graph_builder.c: explicit graphs, as cuda.core's GraphBuilder.
+ *
+ *   local b = cuda.Graph([dev])
+ *   local a = b:memcpy(nil, d_x, h_x)
+ *   local k = b:kernel({a}, cfg, kernel, d_x, cuda.f32(2))
+ *   local g = b:instantiate{use_node_priority = true}   -- a cuda.Graph
+ *   g:launch(s); g:update_kernel(k, cfg, kernel, d_y, cuda.f32(3))
+ *
+ * Each node method takes its dependencies first: nil, a node, or a list of
+ * nodes of the same builder. A node keeps what it uses alive (its user
+ * value 2: buffers, kernel, event, child graph), the builder keeps its
+ * nodes, an executable keeps its builder, so nothing a live graph uses is
+ * collected. close() on a buffer the graph uses still frees it: the graph
+ * must not be launched after that (the same rule as for captured graphs). */
+#include <string.h>
+
+#include "cl.h"
+
+#define CL_GRAPHBUILDER "cuda.GraphBuilder"
+#define CL_GRAPHNODE    "cuda.GraphNode"
+#define MAX_DEPS 64
+
+typedef struct Builder {
+  int closed;
+  CUgraph graph;
+  cl_Device *dev;
+} Builder;                      /* user values: 1 the device, 2 its nodes */
+
+typedef struct Node {
+  int closed;                   /* never: a node lives as long as it is referenced */
+  CUgraphNode node;
+} Node;                         /* user values: 1 the builder, 2 what it uses */
+
+static Builder *check_builder(lua_State *L, int i)
+{
+  return cl_check_open(L, i, CL_GRAPHBUILDER);
+}
+
+/* The node at i, which must belong to the builder at b (an open one). */
+static Node *check_node(lua_State *L, int i, int b)
+{
+  Node *n = luaL_checkudata(L, i, CL_GRAPHNODE);
+  lua_getiuservalue(L, i, 1);
+  int same = lua_rawequal(L, -1, b);
+  lua_pop(L, 1);
+  if (!same)
+    luaL_argerror(L, i, "the node belongs to another graph");
+  check_builder(L, b);
+  return n;
+}
+
+/* Dependencies at i: nil, a node, or a list of nodes. */
+static size_t check_deps(lua_State *L, int i, CUgraphNode deps[MAX_DEPS])
+{
+  if (lua_isnoneornil(L, i))
+    return 0;
+  if (lua_isuserdata(L, i)) {
+    deps[0] = check_node(L, i, 1)->node;
+    return 1;
+  }
+  luaL_argexpected(L, lua_istable(L, i), i, "nil, a cuda.GraphNode or a list of them");
+  size_t n = lua_rawlen(L, i);
+  luaL_argcheck(L, n <= MAX_DEPS, i, "at most 64 dependencies");
+  for (size_t k = 0; k < n; k++) {
+    lua_rawgeti(L, i, (lua_Integer)k + 1);
+    if (!luaL_testudata(L, -1, CL_GRAPHNODE))
+      luaL_argerror(L, i, lua_pushfstring(L, "dependency %d is not a cuda.GraphNode", (int)k + 1));
+    deps[k] = check_node(L, lua_gettop(L), 1)->node;
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+/* Push a node for handle, keeping values first..last alive with it. */
+static int push_node(lua_State *L, CUgraphNode handle, int first, int last)
+{
+  Node *n = lua_newuserdatauv(L, sizeof *n, 2);
+  n->closed = 0;
+  n->node = handle;
+  luaL_setmetatable(L, CL_GRAPHNODE);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1);
+  lua_createtable(L, last - first + 1, 0);
+  for (int k = first; k <= last; k++) {
+    lua_pushvalue(L, k);
+    lua_rawseti(L, -2, k - first + 1);
+  }
+  lua_setiuservalue(L, -2, 2);
+  lua_getiuservalue(L, 1, 2);   /* the builder's nodes */
+  lua_pushvalue(L, -2);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  lua_pop(L, 1);
+  return 1;
+}
+
+/* Every node method starts here: the builder at 1, dependencies at 2. */
+static size_t begin_node(lua_State *L, Builder **b, CUgraphNode deps[MAX_DEPS])
+{
+  *b = check_builder(L, 1);
+  return check_deps(L, 2, deps);
+}
+
+/* cuda.Graph([device]) */
+static int cuda_graph(lua_State *L)
+{
+  if (lua_isnoneornil(L, 1))
+    cl_push_current_device(L);
+  else
+    lua_pushvalue(L, 1);
+  cl_Device *d = cl_check_device(L, -1);
+  Builder *b = lua_newuserdatauv(L, sizeof *b, 2);
+  memset(b, 0, sizeof *b);
+  b->closed = 1;
+  luaL_setmetatable(L, CL_GRAPHBUILDER);
+  cl_device_activate(L, d);
+  CL_TRY(L, cuGraphCreate, (&b->graph, 0));
+  b->closed = 0;
+  b->dev = d;
+  lua_pushvalue(L, -2);
+  lua_setiuservalue(L, -2, 1);
+  lua_newtable(L);
+  lua_setiuservalue(L, -2, 2);
+  return 1;
+}
+
+/* Kernel node parameters from cfg at i, the kernel at i + 1, its arguments after. */
+static void check_kernel_node(lua_State *L, int i, cl_Device *d, CUDA_KERNEL_NODE_PARAMS *p,
+                              uint64_t storage[CL_MAX_PARAMS], void *params[CL_MAX_PARAMS])
+{
+  memset(p, 0, sizeof *p);
+  cl_check_node_config(L, i, p);
+  cl_Kernel *k = cl_check_kernel(L, i + 1);
+  cl_pack_kernel_args(L, k, i + 2, lua_gettop(L) - i - 1, d, storage, params);
+  cl_device_activate(L, d);
+  p->func = cl_kernel_function(L, k, d);
+  p->kernelParams = params;
+}
+
+/* b:kernel(deps, cfg, kernel, args...) */
+static int builder_kernel(lua_State *L)
+{
+  Builder *b;
+  CUgraphNode deps[MAX_DEPS], node;
+  size_t n = begin_node(L, &b, deps);
+  CUDA_KERNEL_NODE_PARAMS p;
+  uint64_t storage[CL_MAX_PARAMS];
+  void *params[CL_MAX_PARAMS];
+  check_kernel_node(L, 3, b->dev, &p, storage, params);
+  CL_TRY(L, cuGraphAddKernelNode, (&node, b->graph, deps, n, &p));
+  return push_node(L, node, 3, lua_gettop(L));
+}
+
+/* A buffer a graph may use: open, and not pageable host memory. */
+static cl_Buffer *check_graph_buffer(lua_State *L, int i)
+{
+  cl_Buffer *buf = cl_check_buffer(L, i);
+  if (buf->mr->kind == CL_MR_HOST)
+    luaL_argerror(L, i, "pageable host memory cannot be used in a graph; use pinned memory");
+  return buf;
+}
+
+/* b:memcpy(deps, dst, src): sizes must match */
+static int builder_memcpy(lua_State *L)
+{
+  Builder *b;
+  CUgraphNode deps[MAX_DEPS], node;
+  size_t n = begin_node(L, &b, deps);
+  cl_Buffer *dst = check_graph_buffer(L, 3), *src = check_graph_buffer(L, 4);
+  if (dst->size != src->size)
+    return luaL_error(L, "memcpy: the sizes differ (%I bytes to %I bytes)", (lua_Integer)src->size,
+                      (lua_Integer)dst->size);
+  CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  c.srcDevice = src->ptr;
+  c.dstDevice = dst->ptr;
+  c.WidthInBytes = src->size;
+  c.Height = c.Depth = 1;
+  cl_device_activate(L, b->dev);
+  CL_TRY(L, cuGraphAddMemcpyNode, (&node, b->graph, deps, n, &c, b->dev->ctx));
+  return push_node(L, node, 3, 4);
+}
+
+/* b:memset(deps, buf, byte) */
+static int builder_memset(lua_State *L)
+{
+  Builder *b;
+  CUgraphNode deps[MAX_DEPS], node;
+  size_t n = begin_node(L, &b, deps);
+  cl_Buffer *buf = check_graph_buffer(L, 3);
+  lua_Integer v = luaL_checkinteger(L, 4);
+  luaL_argcheck(L, v >= 0 && v <= 255, 4, "a byte is 0 to 255");
+  CUDA_MEMSET_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  p.dst = buf->ptr;
+  p.value = (unsigned)v;
+  p.elementSize = 1;
+  p.width = buf->size;
+  p.height = 1;
+  cl_device_activate(L, b->dev);
+  CL_TRY(L, cuGraphAddMemsetNode, (&node, b->graph, deps, n, &p, b->dev->ctx));
+  return push_node(L, node, 3, 3);
+}
+
+/* b:empty(deps): a join point */
+static int builder_empty(lua_State *L)
+{
+  Builder *b;
+  CUgraphNode deps[MAX_DEPS], node;
+  size_t n = begin_node(L, &b, deps);
+  cl_device_activate(L, b->dev);
+  CL_TRY(L, cuGraphAddEmptyNode, (&node, b->graph, deps, n));
+  return push_node(L, node, 2, 1);
+}
+
+/* b:record(deps, event) and b:wait(deps, event) */
+static int builder_event_node(lua_State *L, int wait)
+{
+  Builder *b;
+  CUgraphNode deps[MAX_DEPS], node;
+  size_t n = begin_node(L, &b, deps);
+  cl_Event *ev = cl_check_event(L, 3);
+  cl_device_activate(L, b->dev);
+  if (wait)
+    CL_TRY(L, cuGraphAddEventWaitNode, (&node, b->graph, deps, n, ev->handle));
+  else {
+    CL_TRY(L, cuGraphAddEventRecordNode, (&node, b->graph, deps, n, ev->handle));
+    ev->recorded = 1;           /* for ev2 - ev1 after the graph ran */
+  }
+  return push_node(L, node, 3, 3);
+}
+
+static int builder_record(lua_State *L) { return builder_event_node(L, 0); }
+static int builder_wait(lua_State *L) { return builder_event_node(L, 1); }
+
+/* b:child(deps, other_builder): the driver copies the child graph */
+static int builder_child(lua_State *L)
+{
+  Builder *b;
+  CUgraphNode deps[MAX_DEPS], node;
+  size_t n = begin_node(L, &b, deps);
+  Builder *child = check_builder(L, 3);
+  luaL_argcheck(L, child != b, 3, "a graph cannot be its own child");
+  cl_device_activate(L, b->dev);
+  CL_TRY(L, cuGraphAddChildGraphNode, (&node, b->graph, deps, n, child->graph));
+  return push_node(L, node, 3, 3);
+}
+
+/* b:instantiate([options]) -> cuda.Graph */
+static int builder_instantiate(lua_State *L)
+{
+  check_builder(L, 1);
+  unsigned long long flags = cl_check_instantiate_options(L, 2);
+  Builder *b = check_builder(L, 1);   /* the options' metamethods may have closed it */
+  lua_getiuservalue(L, 1, 1);
+  cl_device_activate(L, b->dev);
+  cl_push_graph_exec(L, b->graph, 0, lua_gettop(L), 1, flags);
+  return 1;
+}
+
+/* g:update_kernel(node, cfg, kernel, args...): new arguments (and grid)
+ * for a kernel node of an instantiated graph, without instantiating again */
+static int graph_update_kernel(lua_State *L)
+{
+  CUgraphExec exec = cl_graph_exec(L, 1);
+  if (lua_getiuservalue(L, 1, 2) != LUA_TUSERDATA)
+    return luaL_error(L, "update_kernel: the graph was captured, not built with cuda.Graph()");
+  lua_replace(L, 1);            /* the builder in place of the graph: check_node's b */
+  Builder *b = check_builder(L, 1);
+  Node *n = check_node(L, 2, 1);
+  CUDA_KERNEL_NODE_PARAMS p;
+  uint64_t storage[CL_MAX_PARAMS];
+  void *params[CL_MAX_PARAMS];
+  check_kernel_node(L, 3, b->dev, &p, storage, params);
+  CL_TRY(L, cuGraphExecKernelNodeSetParams, (exec, n->node, &p));
+  lua_getiuservalue(L, 2, 2);   /* the node keeps the new arguments too */
+  for (int k = 3; k < lua_gettop(L); k++) {
+    lua_pushvalue(L, k);
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  }
+  return 0;
+}
+
+static int builder_close(lua_State *L)
+{
+  Builder *b = luaL_checkudata(L, 1, CL_GRAPHBUILDER);
+  if (!b->closed) {
+    b->closed = 1;
+    CL_CALL(cuGraphDestroy, (b->graph));
+    b->graph = NULL;
+  }
+  return 0;
+}
+
+static int builder_fields(lua_State *L)
+{
+  Builder *b = check_builder(L, 1);
+  const char *key = luaL_checkstring(L, 2);
+  size_t n = 0;
+  if (strcmp(key, "node_count") == 0) {
+    CL_TRY(L, cuGraphGetNodes, (b->graph, NULL, &n));
+    lua_pushinteger(L, (lua_Integer)n);
+  } else if (strcmp(key, "device") == 0)
+    lua_getiuservalue(L, 1, 1);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
+static int builder_tostring(lua_State *L)
+{
+  Builder *b = luaL_checkudata(L, 1, CL_GRAPHBUILDER);
+  if (b->closed)
+    return cl_push_closed_name(L, CL_GRAPHBUILDER);
+  lua_pushfstring(L, "cuda.GraphBuilder(device %d)", b->dev->ordinal);
+  return 1;
+}
+
+void cl_open_graph_builder(lua_State *L)
+{
+  static const luaL_Reg meta[] = {
+    {"__gc", builder_close}, {"__close", builder_close}, {"__tostring", builder_tostring},
+    {NULL, NULL}
+  };
+  static const luaL_Reg methods[] = {
+    {"kernel", builder_kernel}, {"memcpy", builder_memcpy}, {"memset", builder_memset},
+    {"empty", builder_empty}, {"record", builder_record}, {"wait", builder_wait},
+    {"child", builder_child}, {"instantiate", builder_instantiate}, {"close", builder_close},
+    {NULL, NULL}
+  };
+  static const luaL_Reg graph_methods[] = {{"update_kernel", graph_update_kernel}, {NULL, NULL}};
+  static const luaL_Reg functions[] = {{"Graph", cuda_graph}, {NULL, NULL}};
+  cl_new_type(L, CL_GRAPHBUILDER, meta, methods, builder_fields);
+  cl_new_type(L, CL_GRAPHNODE, NULL, NULL, NULL);
+  cl_add_methods(L, CL_GRAPH, graph_methods);
+  cl_setfuncs(L, functions);
+}
