@@ -37,6 +37,7 @@ end
 t.is(counts(overlap.split(6400, overlap.weights(4, 0))), "1600 1600 1600 1600", "split: equal chunks")
 t.is(counts(overlap.split(1000, overlap.weights(4, 0))), "256 256 256 232", "split: boundaries rounded to 64 elements")
 t.is(counts(overlap.split(1000, {1, 1}, 100)), "500 500", "split: another alignment")
+t.is(counts(overlap.split(71, {1, 1}, 1)), "36 35", "split: a boundary half way rounds up")
 t.is(counts(overlap.split(10, overlap.weights(8, 0))), "10", "split: fewer elements than one boundary: one chunk")
 t.is(counts(overlap.split(0, overlap.weights(3, 0))), "", "split: nothing to split")
 
