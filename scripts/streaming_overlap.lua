@@ -185,7 +185,7 @@ local function draw_timeline(p, sched, args, say)
   local spans = tl:collect()
   if args.timeline then
     print(("--- Timeline: %s ---"):format(sched.name))
-    print(timeline.gantt(spans, {width = tonumber(os.getenv("COLUMNS")) or 100, rows = sched.rows}))
+    print(timeline.gantt(spans, {rows = sched.rows}))
   end
   if args.trace then
     timeline.write_chrome_trace(args.trace, spans, {process_name = "streaming_overlap: " .. sched.name, rows = sched.rows})

@@ -175,10 +175,12 @@ end
 -- the end (the join). tl, a cuda.timeline recorder when given, brackets
 -- each operation with timeline events.
 
-local function span(tl, stream, row, label, op, ...)
-  if not tl then return op(...) end
-  local id = tl:begin(stream, row, label)
-  op(...)
+-- Spans carry the chunk's index and bytes, so a trace links one chunk's
+-- H2D, kernel and D2H with flow arrows.
+local function span(tl, stream, row, label, op, p, c, s)
+  if not tl then return op(p, c, s) end
+  local id = tl:begin(stream, row, label, nil, c.trace)
+  op(p, c, s)
   tl:finish(stream, id)
 end
 
@@ -296,9 +298,9 @@ end
 
 -- Everything one chunk needs, made before any timing: slices of the four
 -- buffers, its launch configuration and each route's kernel arguments.
-local function bind_chunk(p, c)
+local function bind_chunk(p, c, index)
   local off, size = c.offset * p.element_size, c.count * p.element_size
-  local b = {offset = c.offset, count = c.count,
+  local b = {offset = c.offset, count = c.count, trace = {chunk = index, bytes = size},
              h_in = p.buffers.h_in:slice(off, size), h_out = p.buffers.h_out:slice(off, size),
              d_in = p.buffers.d_in:slice(off, size), d_out = p.buffers.d_out:slice(off, size),
              config = cuda.LaunchConfig{grid = (c.count + p.block - 1) // p.block, block = p.block}}
@@ -311,7 +313,7 @@ end
 
 local function bind_chunks(p, chunks)
   local bound = {}
-  for i, c in ipairs(chunks) do bound[i] = bind_chunk(p, c) end
+  for i, c in ipairs(chunks) do bound[i] = bind_chunk(p, c, i) end
   return bound
 end
 
