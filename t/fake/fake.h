@@ -14,7 +14,7 @@
 #include <cuda.h>
 
 #define FAKE_MAX_DEVICES 8
-#define FAKE_MAX_PARAMS 16
+#define FAKE_MAX_PARAMS 80   /* more than cudalua's 64, to test its limit */
 
 /* What the live-object counters track, for leak checks from Lua. */
 enum fake_Kind { FAKE_ALLOC, FAKE_STREAM, FAKE_EVENT, FAKE_LIBRARY, FAKE_GRAPH, FAKE_POOL,

@@ -4,7 +4,7 @@
  * gives cudalua) a kernel exists when the image has its ".text.<name>"
  * section, and its parameters come from the KPARAM_INFO attributes of its
  * ".nv.info.<name>" section, as the real driver reads them. Any other image
- * (PTX, fatbin) loads, but finds kernels by name only and reports no
+ * (PTX, a fatbin without an uncompressed cubin) loads, but finds kernels by name only and reports no
  * parameters (cuFuncGetParamInfo: CUDA_ERROR_NOT_SUPPORTED), so cudalua
  * cannot launch them. Launching runs a host emulation when the kernel's name
  * has one (kernels.c), and does nothing otherwise. */
@@ -56,6 +56,25 @@ static size_t image_size(const unsigned char *code, int *elf)
     return header + body;
   }
   return strlen((const char *)code) + 1;
+}
+
+/* The SM a cubin is for: e_flags bits 8-15 since ELF ABI version 8 (CUDA
+ * 12.9), bits 0-7 before. The fake devices are all sm_90. */
+static unsigned elf_arch(const unsigned char *image)
+{
+  const Elf64_Ehdr *eh = (const void *)image;
+  return image[EI_ABIVERSION] >= 8 ? (eh->e_flags >> 8) & 0xff : eh->e_flags & 0xff;
+}
+
+/* A fatbin's first uncompressed cubin, which the fake loads in its place
+ * (nvcc -fatbin -arch=sm_90 makes one); else the image itself. */
+static const void *fatbin_cubin(const void *code, size_t *size, int *elf)
+{
+  const unsigned char *cubin = *elf ? NULL : memmem(code, *size, ELFMAG, SELFMAG);
+  if (!cubin)
+    return code;
+  *size = image_size(cubin, elf);
+  return cubin;
 }
 
 static const Elf64_Shdr *section(CUlibrary lib, const char *prefix, const char *name)
@@ -146,12 +165,18 @@ CUresult fake_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *
   if (!l)
     return CUDA_ERROR_OUT_OF_MEMORY;
   l->size = image_size(code, &l->elf);
+  code = fatbin_cubin(code, &l->size, &l->elf);
   l->image = malloc(l->size);
   if (!l->image) {
     free(l);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   memcpy(l->image, code, l->size);
+  if (l->elf && elf_arch(l->image) != 90) {
+    free(l->image);
+    free(l);
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  }
   fake_live[FAKE_LIBRARY]++;
   *lib = l;
   return CUDA_SUCCESS;

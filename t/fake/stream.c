@@ -102,6 +102,12 @@ CUresult fake_submit(CUstream s, const struct fake_Work *w)
   return CUDA_SUCCESS;
 }
 
+static void graph_free(struct CUgraph_st *g)
+{
+  free(g->work);
+  fake_live[FAKE_GRAPH]--;
+}
+
 CUresult fake_cuStreamCreateWithPriority(CUstream *s, unsigned int flags, int priority)
 {
   FAKE_ENTER(cuStreamCreateWithPriority);
@@ -128,6 +134,10 @@ CUresult fake_cuStreamDestroy(CUstream s)
       *p = s->next;
       break;
     }
+  if (s->capture_origin) {   /* an unfinished capture dies with its stream */
+    graph_free(s->capture);
+    free(s->capture);
+  }
   s->magic = 0;
   free(s);
   fake_live[FAKE_STREAM]--;
@@ -275,12 +285,6 @@ CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream s)
       return r;
   }
   return CUDA_SUCCESS;
-}
-
-static void graph_free(struct CUgraph_st *g)
-{
-  free(g->work);
-  fake_live[FAKE_GRAPH]--;
 }
 
 CUresult fake_cuGraphExecDestroy(CUgraphExec exec)
