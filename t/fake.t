@@ -15,7 +15,7 @@ for _, name in ipairs{"device", "stream", "memory", "buffer", "view", "program",
                       "lua_modules", "scripts"} do
   local path = os.getenv("CUDALUA_SRCDIR") .. "/t/" .. name .. ".t"
   local code, out = t.run(cudalua .. " '" .. path .. "'")
-  local failures = out:match("\nnot ok [^\n]*") or ""
+  local failures = (out:match("\nnot ok [^\n]*") or ""):gsub("\n", " ")
   t.ok(code == 0 and failures == "" and out:find("\n1%.%.[1-9]") ~= nil,
        name .. ".t passes under the fake driver" .. failures)
 end

@@ -22,6 +22,12 @@ enum fake_Kind { FAKE_ALLOC, FAKE_STREAM, FAKE_EVENT, FAKE_LIBRARY, FAKE_GRAPH, 
 extern const char *const fake_kind_names[FAKE_NKINDS];
 extern long fake_live[FAKE_NKINDS];
 
+/* Keep a record of every driver object reachable from here while it is
+ * live: a release cudalua could not make (an injected failure) then leaks
+ * it the way a GPU would, without LeakSanitizer calling it the fake's. */
+void fake_keep(void *object);
+void fake_unkeep(void *object);
+
 /* Count a call of an entry point and return the failure injected for it, if
  * any: every entry point starts with FAKE_ENTER(its cuda.h name). */
 CUresult fake_enter(const char *name);

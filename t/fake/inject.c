@@ -103,3 +103,28 @@ void fake_fail_from_env(void)
       spec++;
   }
 }
+
+static void **kept;
+static size_t nkept, capkept;
+
+void fake_keep(void *object)
+{
+  if (nkept == capkept) {
+    size_t cap = capkept ? 2 * capkept : 64;
+    void **more = realloc(kept, cap * sizeof *more);
+    if (!more)
+      return;   /* only LeakSanitizer's view suffers */
+    kept = more;
+    capkept = cap;
+  }
+  kept[nkept++] = object;
+}
+
+void fake_unkeep(void *object)
+{
+  for (size_t i = 0; i < nkept; i++)
+    if (kept[i] == object) {
+      kept[i] = kept[--nkept];
+      return;
+    }
+}

@@ -177,6 +177,7 @@ CUresult fake_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *
     free(l);
     return CUDA_ERROR_NO_BINARY_FOR_GPU;
   }
+  fake_keep(l);
   fake_live[FAKE_LIBRARY]++;
   *lib = l;
   return CUDA_SUCCESS;
@@ -194,6 +195,7 @@ CUresult fake_cuLibraryUnload(CUlibrary lib)
     free(k);
   }
   free(lib->image);
+  fake_unkeep(lib);
   free(lib);
   fake_live[FAKE_LIBRARY]--;
   return CUDA_SUCCESS;

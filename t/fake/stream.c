@@ -104,6 +104,7 @@ CUresult fake_submit(CUstream s, const struct fake_Work *w)
 
 static void graph_free(struct CUgraph_st *g)
 {
+  fake_unkeep(g);   /* an exec starts with its graph */
   free(g->work);
   fake_live[FAKE_GRAPH]--;
 }
@@ -180,6 +181,7 @@ CUresult fake_cuEventCreate(CUevent *ev, unsigned int flags)
     return CUDA_ERROR_OUT_OF_MEMORY;
   (*ev)->magic = EVENT_MAGIC;
   (*ev)->flags = flags;
+  fake_keep(*ev);
   fake_live[FAKE_EVENT]++;
   return CUDA_SUCCESS;
 }
@@ -190,6 +192,7 @@ CUresult fake_cuEventDestroy(CUevent ev)
   if (!event_valid(ev))
     return CUDA_ERROR_INVALID_HANDLE;
   ev->magic = 0;
+  fake_unkeep(ev);
   free(ev);
   fake_live[FAKE_EVENT]--;
   return CUDA_SUCCESS;
@@ -240,6 +243,7 @@ CUresult fake_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
   if (!s->capture)
     return CUDA_ERROR_OUT_OF_MEMORY;
   s->capture_origin = 1;
+  fake_keep(s->capture);
   fake_live[FAKE_GRAPH]++;
   return CUDA_SUCCESS;
 }
@@ -270,6 +274,7 @@ CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned
       free(*exec);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
+  fake_keep(*exec);
   fake_live[FAKE_GRAPH]++;
   return CUDA_SUCCESS;
 }
