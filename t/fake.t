@@ -1,0 +1,106 @@
+-- The fake CUDA driver: every C path of cudalua on a machine without a GPU.
+-- The real-GPU test files run again here under the fake (those whose
+-- kernels the fake can emulate), and the bundled scripts, and checks of
+-- what only the fake can show: its device, leaks, graphs replaying
+-- emulated kernels. See t/fake.lua for how this file gets the fake driver.
+local t = require "tap"
+local fake = require "fake"
+local cuda, fakecuda = fake.start()
+local cudalua = t.cudalua()
+
+t.plan(42)
+
+-- the GPU suites, whole, under the fake
+for _, name in ipairs{"device", "stream", "memory", "buffer", "view", "program", "cache",
+                      "lua_modules", "scripts"} do
+  local path = os.getenv("CUDALUA_SRCDIR") .. "/t/" .. name .. ".t"
+  local code, out = t.run(cudalua .. " '" .. path .. "'")
+  local failures = (out:match("\nnot ok [^\n]*") or ""):gsub("\n", " ")
+  t.ok(code == 0 and failures == "" and out:find("\n1%.%.[1-9]") ~= nil,
+       name .. ".t passes under the fake driver" .. failures)
+end
+
+-- the bundled scripts verify their results with the emulated kernels
+for _, cmd in ipairs{"streaming_overlap --elements 100000", "memory_resources"} do
+  local code, out, err = t.run(cudalua .. " " .. cmd)
+  t.is(code, 0, cmd .. ": exit 0" .. (code ~= 0 and (" " .. err) or ""))
+  t.like(out, "PASSED", cmd .. ": PASSED")
+end
+
+-- the fake's devices
+local dev = cuda.Device(0)
+dev:set_current()
+t.is(dev.name, "Fake CUDA Device 0", "the fake device's name")
+t.is(dev.arch, "90", "it is sm_90")
+local code, out = t.run(fake.env("FAKECUDA_DEVICES=3 ") .. cudalua .. " -e 'print(require(\"cuda\").device_count())'")
+t.is(out, "3\n", "FAKECUDA_DEVICES sets the device count")
+code, out = t.run(fake.env("FAKECUDA_DEVICES=0 ") .. cudalua .. " -e 'print(require(\"cuda\").is_available())'")
+t.like(out, "^false\tno CUDA device found", "no fake devices: the no-device message")
+local _, _, err = t.run(fake.env("FAKECUDA_FAIL=cuInit:1:3 ") .. cudalua .. " -e 'require(\"cuda\").Device(0)'")
+t.like(err, "cuInit: CUDA_ERROR_NOT_INITIALIZED", "FAKECUDA_FAIL fails cuInit at load")
+
+-- streams, events, leaks
+local base = fake.live(fakecuda)
+do
+  local s <close> = dev:create_stream()
+  local a, b = dev:create_event{timing = true}, dev:create_event{timing = true}
+  s:record(a)
+  s:record(b)
+  t.ok(b - a >= 0, "elapsed time is >= 0: " .. (b - a))
+  t.is(select(2, fakecuda.live()) - base, 3, "a stream and two events are live")
+  a:close()
+  b:close()
+end
+t.is(fake.live(fakecuda), base, "closing gives them back")
+
+-- memory: every resource, its leaks
+local N = 4096
+local resources = {dev.memory_resource, cuda.DeviceMemoryResource(dev), cuda.PinnedMemoryResource(),
+                   cuda.PinnedMemoryResource{pool = true}, cuda.ManagedMemoryResource()}
+local live_pools = fakecuda.live().pools
+do
+  local s <close> = dev:create_stream()
+  for i, mr in ipairs(resources) do
+    local before = fakecuda.live().allocations
+    local buf = mr:allocate(N * 4, s)
+    t.is(fakecuda.live().allocations, before + 1, "resource " .. i .. " allocates")
+    buf:close()
+    t.is(fakecuda.live().allocations, before, "resource " .. i .. " frees")
+  end
+end
+for i = 2, #resources do if resources[i].close then resources[i]:close() end end
+t.is(fakecuda.live().pools, live_pools - 2, "closing the pools destroys them")
+
+-- kernels and graphs: scale_and_bias is emulated
+local k = require("cuda.kernels").load(dev, "scale_and_bias.cu", "scale_and_bias")
+local s = dev:create_stream()
+local host = cuda.PinnedMemoryResource():allocate(N * 4)
+local d = dev.memory_resource:allocate(N * 4, s)
+host:view("float32"):iota(0)
+local cfg = cuda.LaunchConfig{grid = 16, block = 256}
+s:begin_capture()
+d:copy_from(host, s)
+cuda.launch(s, cfg, k, d, cuda.f32(2), cuda.f32(1), cuda.u64(N))
+d:copy_to(host, s)
+local g = s:end_capture()
+t.is(g.node_count, 3, "the capture recorded three nodes")
+t.is(host:view("float32")[N], N - 1, "capturing ran nothing")
+g:launch(s)
+g:launch(s)
+s:sync()
+t.is(host:view("float32")[N], ((N - 1) * 2 + 1) * 2 + 1, "two replays of copy, launch, copy")
+local launches = fakecuda.calls("cuLaunchKernel")
+cuda.launch(s, cfg, k, d, cuda.f32(1), cuda.f32(0), cuda.u64(N))
+t.is(fakecuda.calls("cuLaunchKernel"), launches + 1, "fakecuda.calls counts")
+t.is(k:occupancy(256), 8, "occupancy: 2048 threads per SM")
+t.is(#k.params, 4, "param info from the cubin")
+g:close(); d:close(); host:close(); s:close(); k = nil
+t.is(fake.live(fakecuda), base, "nothing is left: graph, buffers, stream, library")
+
+t.raises(function() fakecuda.fail("cuNothing") end, "no entry point 'cuNothing'", "fail: unknown names")
+fakecuda.fail("cuStreamCreateWithPriority", 2)
+local s1 = dev:create_stream()
+local e = t.raises(function() dev:create_stream() end, "cuStreamCreateWithPriority", "the 2nd next call fails")
+t.is(e.name, "CUDA_ERROR_OUT_OF_MEMORY", "with the error asked for")
+s1:close()
+t.done()

@@ -1,0 +1,325 @@
+/* stream.c: streams, events, stream capture and graphs.
+ *
+ * Work runs at issue time, so a stream is never busy and an event is
+ * complete as soon as it is recorded; it records a monotonic clock so
+ * elapsed times are real and >= 0. A capturing stream records its work into
+ * a graph instead; streams that wait on an event recorded in a capture join
+ * it (fork/join capture), until the origin stream ends the capture. A graph
+ * replays its work in order. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fake.h"
+
+#define STREAM_MAGIC 0x5354524du
+#define EVENT_MAGIC 0x4556454eu
+
+struct CUgraph_st {
+  struct fake_Work *work;
+  size_t n, cap;
+};
+
+struct CUgraphExec_st { struct CUgraph_st g; };
+
+struct CUstream_st {
+  unsigned magic;
+  struct CUstream_st *next;   /* every live stream, to end joined captures */
+  CUgraph capture;            /* the graph this stream records into */
+  int capture_origin;
+};
+
+struct CUevent_st {
+  unsigned magic;
+  unsigned flags;
+  int recorded;
+  double ms;
+  CUgraph capture;            /* recorded while capturing into this graph */
+};
+
+static struct CUstream_st *streams;
+
+static int special_stream(CUstream s)
+{
+  return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+int fake_stream_valid(CUstream s)
+{
+  return special_stream(s) || s->magic == STREAM_MAGIC;
+}
+
+static int event_valid(CUevent ev) { return ev && ev->magic == EVENT_MAGIC; }
+
+static CUresult graph_append(CUgraph g, const struct fake_Work *w)
+{
+  if (g->n == g->cap) {
+    size_t cap = g->cap ? 2 * g->cap : 8;
+    struct fake_Work *more = realloc(g->work, cap * sizeof *more);
+    if (!more)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    g->work = more;
+    g->cap = cap;
+  }
+  g->work[g->n++] = *w;
+  return CUDA_SUCCESS;
+}
+
+void fake_event_stamp(CUevent ev)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ev->recorded = 1;
+  ev->ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void fake_run(const struct fake_Work *w)
+{
+  switch (w->kind) {
+  case WORK_KERNEL:
+    fake_kernel_run(w->u.kernel.fn, (unsigned char (*)[8])w->u.kernel.params);
+    break;
+  case WORK_MEMCPY:
+    memmove(w->u.memcpy.dst, w->u.memcpy.src, w->u.memcpy.n);
+    break;
+  case WORK_MEMSET:
+    fake_memset_run(w->u.memset.dst, w->u.memset.value, w->u.memset.elem, w->u.memset.count);
+    break;
+  case WORK_EVENT:
+    fake_event_stamp(w->u.event.ev);
+    break;
+  }
+}
+
+CUresult fake_submit(CUstream s, const struct fake_Work *w)
+{
+  if (!fake_stream_valid(s))
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!special_stream(s) && s->capture)
+    return graph_append(s->capture, w);
+  fake_run(w);
+  return CUDA_SUCCESS;
+}
+
+static void graph_free(struct CUgraph_st *g)
+{
+  fake_unkeep(g);   /* an exec starts with its graph */
+  free(g->work);
+  fake_live[FAKE_GRAPH]--;
+}
+
+CUresult fake_cuStreamCreateWithPriority(CUstream *s, unsigned int flags, int priority)
+{
+  FAKE_ENTER(cuStreamCreateWithPriority);
+  (void)priority;
+  if (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)
+    return CUDA_ERROR_INVALID_VALUE;
+  *s = calloc(1, sizeof **s);
+  if (!*s)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  (*s)->magic = STREAM_MAGIC;
+  (*s)->next = streams;
+  streams = *s;
+  fake_live[FAKE_STREAM]++;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamDestroy(CUstream s)
+{
+  FAKE_ENTER(cuStreamDestroy);
+  if (special_stream(s) || s->magic != STREAM_MAGIC)
+    return CUDA_ERROR_INVALID_HANDLE;
+  for (struct CUstream_st **p = &streams; *p; p = &(*p)->next)
+    if (*p == s) {
+      *p = s->next;
+      break;
+    }
+  if (s->capture_origin) {   /* an unfinished capture dies with its stream */
+    graph_free(s->capture);
+    free(s->capture);
+  }
+  s->magic = 0;
+  free(s);
+  fake_live[FAKE_STREAM]--;
+  return CUDA_SUCCESS;
+}
+
+static int capturing(CUstream s) { return !special_stream(s) && s->capture; }
+
+CUresult fake_cuStreamSynchronize(CUstream s)
+{
+  FAKE_ENTER(cuStreamSynchronize);
+  if (!fake_stream_valid(s))
+    return CUDA_ERROR_INVALID_HANDLE;
+  return capturing(s) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamQuery(CUstream s)
+{
+  FAKE_ENTER(cuStreamQuery);
+  if (!fake_stream_valid(s))
+    return CUDA_ERROR_INVALID_HANDLE;
+  return capturing(s) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned int flags)
+{
+  FAKE_ENTER(cuStreamWaitEvent);
+  if (!fake_stream_valid(s) || !event_valid(ev) || flags != 0)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (ev->capture && !special_stream(s) && !s->capture)
+    s->capture = ev->capture;    /* joins the capture */
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventCreate(CUevent *ev, unsigned int flags)
+{
+  FAKE_ENTER(cuEventCreate);
+  *ev = calloc(1, sizeof **ev);
+  if (!*ev)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  (*ev)->magic = EVENT_MAGIC;
+  (*ev)->flags = flags;
+  fake_keep(*ev);
+  fake_live[FAKE_EVENT]++;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventDestroy(CUevent ev)
+{
+  FAKE_ENTER(cuEventDestroy);
+  if (!event_valid(ev))
+    return CUDA_ERROR_INVALID_HANDLE;
+  ev->magic = 0;
+  fake_unkeep(ev);
+  free(ev);
+  fake_live[FAKE_EVENT]--;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventRecord(CUevent ev, CUstream s)
+{
+  FAKE_ENTER(cuEventRecord);
+  if (!event_valid(ev))
+    return CUDA_ERROR_INVALID_HANDLE;
+  struct fake_Work w = {.kind = WORK_EVENT};
+  w.u.event.ev = ev;
+  ev->capture = capturing(s) ? s->capture : NULL;
+  return fake_submit(s, &w);
+}
+
+CUresult fake_cuEventSynchronize(CUevent ev)
+{
+  FAKE_ENTER(cuEventSynchronize);
+  return event_valid(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult fake_cuEventQuery(CUevent ev)
+{
+  FAKE_ENTER(cuEventQuery);
+  return event_valid(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult fake_cuEventElapsedTime(float *ms, CUevent start, CUevent end)
+{
+  FAKE_ENTER(cuEventElapsedTime);
+  if (!event_valid(start) || !event_valid(end) || !start->recorded || !end->recorded ||
+      (start->flags | end->flags) & CU_EVENT_DISABLE_TIMING)
+    return CUDA_ERROR_INVALID_HANDLE;
+  *ms = (float)(end->ms - start->ms);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
+{
+  FAKE_ENTER(cuStreamBeginCapture);
+  (void)mode;
+  if (special_stream(s) || s->magic != STREAM_MAGIC)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (s->capture)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  s->capture = calloc(1, sizeof *s->capture);
+  if (!s->capture)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  s->capture_origin = 1;
+  fake_keep(s->capture);
+  fake_live[FAKE_GRAPH]++;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamEndCapture(CUstream s, CUgraph *graph)
+{
+  FAKE_ENTER(cuStreamEndCapture);
+  if (special_stream(s) || s->magic != STREAM_MAGIC || !s->capture_origin)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  *graph = s->capture;
+  for (struct CUstream_st *o = streams; o; o = o->next)
+    if (o->capture == *graph)
+      o->capture = NULL;
+  s->capture_origin = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags)
+{
+  FAKE_ENTER(cuGraphInstantiateWithFlags);
+  (void)flags;
+  *exec = calloc(1, sizeof **exec);
+  if (!*exec)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  for (size_t i = 0; i < g->n; i++)
+    if (graph_append(&(*exec)->g, &g->work[i]) != CUDA_SUCCESS) {
+      free((*exec)->g.work);
+      free(*exec);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  fake_keep(*exec);
+  fake_live[FAKE_GRAPH]++;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream s)
+{
+  FAKE_ENTER(cuGraphLaunch);
+  if (!exec || !fake_stream_valid(s))
+    return CUDA_ERROR_INVALID_HANDLE;
+  for (size_t i = 0; i < exec->g.n; i++) {
+    CUresult r = fake_submit(s, &exec->g.work[i]);
+    if (r != CUDA_SUCCESS)
+      return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphExecDestroy(CUgraphExec exec)
+{
+  FAKE_ENTER(cuGraphExecDestroy);
+  if (!exec)
+    return CUDA_ERROR_INVALID_VALUE;
+  graph_free(&exec->g);
+  free(exec);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphDestroy(CUgraph g)
+{
+  FAKE_ENTER(cuGraphDestroy);
+  if (!g)
+    return CUDA_ERROR_INVALID_VALUE;
+  graph_free(g);
+  free(g);
+  return CUDA_SUCCESS;
+}
+
+/* Nodes are the graph's work items; their handles are only for counting. */
+CUresult fake_cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *count)
+{
+  FAKE_ENTER(cuGraphGetNodes);
+  if (!g || !count)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; nodes && i < *count && i < g->n; i++)
+    nodes[i] = (CUgraphNode)(void *)&g->work[i];
+  *count = g->n;
+  return CUDA_SUCCESS;
+}
