@@ -1,25 +1,24 @@
 -- Host cost of cuda.launch, copy_to and record against the raw C driver API
 --
--- Measures, per call, what issuing work costs the host through cudalua:
--- cuda.launch of an empty kernel with no parameters and with four, a 4 KiB
--- pinned -> device Buffer:copy_to, Stream:record, and the replay of a graph
--- of 100 launches (host cost, and GPU time against 100 direct launches).
--- With --reference bench/launch_ref it runs the raw driver-API program that
--- measures the same operations by the same method and prints the ratios.
+-- Measures, per call, what issuing work costs the host through cudalua: cuda.launch of an
+-- empty kernel with no parameters and with four, a 4 KiB pinned -> device Buffer:copy_to,
+-- Stream:record, the replay of a graph of 100 launches (host cost, and GPU time against 100
+-- direct launches) and of a graph of 1000 (host cost per launch; cudalua only). With --reference
+-- bench/launch_ref it runs the raw driver-API program that measures the same operations by the
+-- same method and prints the ratios.
 --
--- Method (the same as bench/launch_ref.c, so the ratio is fair): warm up;
--- then for each of R repeats synchronize the stream, read cuda.clock(),
--- issue a batch of B calls, read the clock again and keep (t1 - t0) / B.
--- Report the median, min and 90th percentile over the repeats. B stays far
--- below the driver's launch queue depth, so the host never waits for the
--- GPU inside a batch.
+-- Method (the same as bench/launch_ref.c, so the ratio is fair): warm up; then for each of R
+-- repeats synchronize the stream, read cuda.clock(), issue a batch of B calls, read the clock
+-- again and keep (t1 - t0) / B. Report the median, min and 90th percentile over the repeats.
+-- B stays far below the driver's launch queue depth, so the host never waits for the GPU
+-- inside a batch.
 local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
 
-local DEFAULT_REPEATS, DEFAULT_BATCH, MAX_BATCH = 200, 100, 500
-local WARMUP_BATCHES = 10
+local DEFAULT_REPEATS, DEFAULT_BATCH, MAX_BATCH, WARMUP_BATCHES = 200, 100, 500, 10
 local GRAPH_LAUNCHES = 100    -- launches captured in the graph, and direct launches compared
+local BIG_GRAPH_LAUNCHES, BIG_GRAPH_TARGET = 1000, 0.2   -- per launch: graph replay / direct launch
 local SMALL_COPY_BYTES = 4096
 local EMPTY4_ELEMENTS = 1024  -- n passed to empty4; the kernel touches nothing
 local LAUNCH_TARGET = 1.15    -- the project's target for cudalua / C, launches
@@ -33,12 +32,13 @@ local FIGURES = {
   {key = "graph100_replay_host", label = "Graph:launch, 100 launches (host)", unit = "us"},
   {key = "graph100_gpu_ms", label = "graph of 100 launches (GPU)", unit = "ms"},
   {key = "direct100_gpu_ms", label = "100 direct launches (GPU)", unit = "ms"},
+  {key = "graph1000_host", label = "graph replay of 1000 launches (host, per launch)", unit = "us", ours = true},
 }
 
 -- Each reference figure's numbers, as launch_ref prints them.
 local COLUMNS = {"median", "min", "p90"}
-local FIGURE_KEYS = {}
-for i, f in ipairs(FIGURES) do FIGURE_KEYS[i] = f.key end
+local FIGURE_KEYS, REFERENCE_KEYS = {}, {}   -- every figure; those launch_ref reports too
+for i, f in ipairs(FIGURES) do FIGURE_KEYS[i] = f.key if not f.ours then table.insert(REFERENCE_KEYS, f.key) end end
 local DIGITS = {us = 3, ms = 4}   -- decimals printed per unit
 
 local function fail(message)
@@ -111,13 +111,13 @@ local function operations(s, kernels, buffers)
     local stream, ev = s, marker
     for _ = 1, count do stream:record(ev) end
   end
-  s:begin_capture()
-  op.launch_empty4(GRAPH_LAUNCHES)
-  local graph = s:end_capture()
-  function op.replay_graph(count)
-    local g, stream = graph, s
-    for _ = 1, count do g:launch(stream) end
+  local function replay(launches, per)   -- issue(count): count // per replays of a graph of `launches`
+    s:begin_capture()
+    op.launch_empty4(launches)
+    local graph = s:end_capture()
+    return function(count) local g, stream = graph, s; for _ = 1, count // per do g:launch(stream) end end
   end
+  op.replay_graph, op.replay_big_graph = replay(GRAPH_LAUNCHES, 1), replay(BIG_GRAPH_LAUNCHES, BIG_GRAPH_LAUNCHES)
   return op
 end
 
@@ -151,6 +151,7 @@ local function measure_ours(rig, repeats, batch, graph_batch)
     graph100_replay_host = host(op.replay_graph, graph_batch),
     graph100_gpu_ms = gpu(op.replay_graph, 1),
     direct100_gpu_ms = gpu(op.launch_empty4, GRAPH_LAUNCHES),
+    graph1000_host = host(op.replay_big_graph, graph_batch * BIG_GRAPH_LAUNCHES),   -- us per launch
   }
 end
 
@@ -160,7 +161,7 @@ local function run_reference(path, options, kernels_dir)
   local figures, header = bench.reference(path, {"--repeats", options.repeats, "--batch", options.batch,
     "--device", options.device, "--kernels", kernels_dir}, COLUMNS)
   if not figures then fail(header) end
-  for _, key in ipairs(FIGURE_KEYS) do
+  for _, key in ipairs(REFERENCE_KEYS) do
     if not figures[key] then fail(("%s did not report %s"):format(path, key)) end
   end
   return figures, header
@@ -178,7 +179,7 @@ local function measure_rounds(rig, options, graph_batch)
     ours[round] = measure_ours(rig, options.repeats, options.batch, graph_batch)
   end
   return bench.combine(ours, FIGURE_KEYS, COLUMNS),
-    options.reference and bench.combine(theirs, FIGURE_KEYS, COLUMNS) or nil, header
+    options.reference and bench.combine(theirs, REFERENCE_KEYS, COLUMNS) or nil, header
 end
 
 -- --- verification ------------------------------------------------------------------
@@ -266,9 +267,10 @@ local function print_notes(results, reference, missed)
     print(("Over the project's target of cudalua / C <= %.2f: %s."):format(LAUNCH_TARGET,
       table.concat(missed, ", ")))
   end
-  print("For scale, cuda.core on the H200 (the project's measurements): a launch from Python " ..
-    "4.2-6.1 us, through the driver API 3.2-3.7 us; cuMemcpyHtoDAsync 2.2-2.3 us; " ..
-    "cuEventRecord 1.3 us.")
+  print(("Per launch, replaying a graph of %d costs the host %.3f of a direct launch (target <= %.2f)."):format(
+    BIG_GRAPH_LAUNCHES, results.graph1000_host.median / results.launch_4params.median, BIG_GRAPH_TARGET))
+  print("For scale, cuda.core on the H200 (the project's measurements): a launch from Python 4.2-6.1 us, " ..
+    "through the driver API 3.2-3.7 us; cuMemcpyHtoDAsync 2.2-2.3 us; cuEventRecord 1.3 us.")
 end
 
 local function write_json(path, rig, options, graph_batch, results, reference, ratios)

@@ -374,6 +374,17 @@ unsigned long long cl_check_instantiate_options(lua_State *L, int idx);
 CUgraphExec cl_graph_exec(lua_State *L, int i);
 void cl_open_graph_builder(lua_State *L);
 
+/* Stream options (non_blocking, priority) at opts for d: the priority,
+ * clamped into the device's range (stream.c). */
+int cl_check_stream_options(lua_State *L, int opts, cl_Device *d, int *non_blocking);
+/* Push a cuda.Stream of the device at devi that is closed until its maker
+ * creates s->handle and sets closed = 0; it keeps the value at owneri (0
+ * for none) alive: a green context keeps its streams' context. */
+cl_Stream *cl_push_new_stream(lua_State *L, int devi, int owneri, int priority, int non_blocking);
+/* dev.resources: {sm = cuda.SMResource} (context.c) */
+void cl_push_device_resources(lua_State *L, int devi);
+void cl_open_context(lua_State *L);
+
 int luaopen_cuda(lua_State *L);
 
 #endif

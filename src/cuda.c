@@ -41,5 +41,6 @@ int luaopen_cuda(lua_State *L)
   cl_open_graph(L);
   cl_open_term(L);
   cl_open_graph_builder(L);
+  cl_open_context(L);
   return 1;
 }

@@ -425,6 +425,8 @@ static int device_fields(lua_State *L)
     push_uuid(L, d);
   else if (strcmp(key, "pci_bus_id") == 0)
     push_pci_bus_id(L, d);
+  else if (strcmp(key, "resources") == 0)
+    cl_push_device_resources(L, 1);
   else
     lua_pushnil(L);
   return 1;

@@ -42,7 +42,11 @@
   X(cuGraphUpload) X(cuGraphCreate) X(cuGraphAddKernelNode)                 \
   X(cuGraphAddMemcpyNode) X(cuGraphAddMemsetNode) X(cuGraphAddEmptyNode)    \
   X(cuGraphAddEventRecordNode) X(cuGraphAddEventWaitNode)                   \
-  X(cuGraphAddChildGraphNode) X(cuGraphExecKernelNodeSetParams)
+  X(cuGraphAddChildGraphNode) X(cuGraphExecKernelNodeSetParams)          \
+  X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount)                  \
+  X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuGreenCtxDestroy)     \
+  X(cuCtxFromGreenCtx) X(cuGreenCtxStreamCreate) X(cuGreenCtxGetDevResource) \
+  X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLaunchHostFunc)
 
 /* Entry points whose prototype in cuda.h is older than the newest ABI the
  * driver has under that name: asked for at the version of the header's

@@ -11,7 +11,14 @@
  * value 2: buffers, kernel, event, child graph), the builder keeps its
  * nodes, an executable keeps its builder, so nothing a live graph uses is
  * collected. close() on a buffer the graph uses still frees it: the graph
- * must not be launched after that (the same rule as for captured graphs). */
+ * must not be launched after that (the same rule as for captured graphs).
+ *
+ * Conditional nodes: b:if_cond(deps, h) and b:while_loop(deps, h) return
+ * the node and a builder for its body, a graph the node owns; h comes from
+ * b:create_conditional_handle() and is passed to the kernel that calls
+ * cudaGraphSetConditional(h, value) on the device. A body builder keeps
+ * its parent alive and is usable only while the parent is open. */
+#include <limits.h>
 #include <string.h>
 
 #include "cl.h"
@@ -24,7 +31,8 @@ typedef struct Builder {
   int closed;
   CUgraph graph;
   cl_Device *dev;
-} Builder;                      /* user values: 1 the device, 2 its nodes */
+  struct Builder *parent;       /* a conditional body's graph owner, else NULL */
+} Builder;                      /* user values: 1 the device, 2 its nodes, 3 the parent */
 
 typedef struct Node {
   int closed;                   /* never: a node lives as long as it is referenced */
@@ -33,7 +41,11 @@ typedef struct Node {
 
 static Builder *check_builder(lua_State *L, int i)
 {
-  return cl_check_open(L, i, CL_GRAPHBUILDER);
+  Builder *b = cl_check_open(L, i, CL_GRAPHBUILDER);
+  for (Builder *p = b->parent; p; p = p->parent)
+    if (p->closed)
+      luaL_error(L, "the cuda.GraphBuilder that owns this conditional body is closed");
+  return b;
 }
 
 /* The node at i, which must belong to the builder at b (an open one). */
@@ -100,6 +112,23 @@ static size_t begin_node(lua_State *L, Builder **b, CUgraphNode deps[MAX_DEPS])
   return check_deps(L, 2, deps);
 }
 
+/* Push a builder, closed until its graph exists, of the device on the top
+ * of the stack. */
+static Builder *push_builder(lua_State *L)
+{
+  cl_Device *d = cl_check_device(L, -1);
+  Builder *b = lua_newuserdatauv(L, sizeof *b, 3);
+  memset(b, 0, sizeof *b);
+  b->closed = 1;
+  b->dev = d;
+  luaL_setmetatable(L, CL_GRAPHBUILDER);
+  lua_pushvalue(L, -2);
+  lua_setiuservalue(L, -2, 1);
+  lua_newtable(L);
+  lua_setiuservalue(L, -2, 2);
+  return b;
+}
+
 /* cuda.Graph([device]) */
 static int cuda_graph(lua_State *L)
 {
@@ -107,19 +136,10 @@ static int cuda_graph(lua_State *L)
     cl_push_current_device(L);
   else
     lua_pushvalue(L, 1);
-  cl_Device *d = cl_check_device(L, -1);
-  Builder *b = lua_newuserdatauv(L, sizeof *b, 2);
-  memset(b, 0, sizeof *b);
-  b->closed = 1;
-  luaL_setmetatable(L, CL_GRAPHBUILDER);
-  cl_device_activate(L, d);
+  Builder *b = push_builder(L);
+  cl_device_activate(L, b->dev);
   CL_TRY(L, cuGraphCreate, (&b->graph, 0));
   b->closed = 0;
-  b->dev = d;
-  lua_pushvalue(L, -2);
-  lua_setiuservalue(L, -2, 1);
-  lua_newtable(L);
-  lua_setiuservalue(L, -2, 2);
   return 1;
 }
 
@@ -246,10 +266,62 @@ static int builder_child(lua_State *L)
   return push_node(L, node, 3, 3);
 }
 
+/* b:create_conditional_handle([default]) -> cuda.u64: the condition, set
+ * to default at the start of every launch when given */
+static int builder_create_conditional_handle(lua_State *L)
+{
+  Builder *b = check_builder(L, 1);
+  lua_Integer def = luaL_optinteger(L, 2, 0);
+  luaL_argcheck(L, def >= 0 && def <= UINT_MAX, 2, "a condition is 0 to 4294967295");
+  CUgraphConditionalHandle h;
+  cl_device_activate(L, b->dev);
+  CL_TRY(L, cuGraphConditionalHandleCreate, (&h, b->graph, b->dev->ctx, (unsigned)def,
+                                             lua_isnoneornil(L, 2) ? 0 : CU_GRAPH_COND_ASSIGN_DEFAULT));
+  cl_Scalar *sc = lua_newuserdatauv(L, sizeof *sc, 0);
+  sc->type = CL_U64;
+  sc->v.u64 = h;
+  luaL_setmetatable(L, CL_SCALAR);
+  return 1;
+}
+
+/* b:if_cond(deps, handle) and b:while_loop(deps, handle) -> node, body builder */
+static int builder_conditional(lua_State *L, CUgraphConditionalNodeType type)
+{
+  Builder *b;
+  CUgraphNode deps[MAX_DEPS], node;
+  size_t n = begin_node(L, &b, deps);
+  cl_Scalar *h = cl_test_scalar(L, 3);
+  luaL_argexpected(L, h != NULL && h->type == CL_U64, 3,
+                   "a conditional handle (from create_conditional_handle)");
+  CUgraphNodeParams p;
+  memset(&p, 0, sizeof p);
+  p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  p.conditional.handle = h->v.u64;
+  p.conditional.type = type;
+  p.conditional.size = 1;
+  cl_device_activate(L, b->dev);
+  p.conditional.ctx = b->dev->ctx;
+  lua_getiuservalue(L, 1, 1);
+  Builder *body = push_builder(L);   /* before the node: a failure leaks nothing */
+  CL_TRY(L, cuGraphAddNode, (&node, b->graph, deps, NULL, n, &p));
+  body->graph = p.conditional.phGraph_out[0];
+  body->parent = b;
+  body->closed = 0;
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 3);
+  push_node(L, node, lua_gettop(L), lua_gettop(L));   /* the node keeps its body */
+  lua_insert(L, -2);
+  return 2;
+}
+
+static int builder_if_cond(lua_State *L) { return builder_conditional(L, CU_GRAPH_COND_TYPE_IF); }
+static int builder_while_loop(lua_State *L) { return builder_conditional(L, CU_GRAPH_COND_TYPE_WHILE); }
+
 /* b:instantiate([options]) -> cuda.Graph */
 static int builder_instantiate(lua_State *L)
 {
-  check_builder(L, 1);
+  if (check_builder(L, 1)->parent)
+    return luaL_error(L, "a conditional body is instantiated with the graph that owns it");
   unsigned long long flags = cl_check_instantiate_options(L, 2);
   Builder *b = check_builder(L, 1);   /* the options' metamethods may have closed it */
   lua_getiuservalue(L, 1, 1);
@@ -286,7 +358,8 @@ static int builder_close(lua_State *L)
   Builder *b = luaL_checkudata(L, 1, CL_GRAPHBUILDER);
   if (!b->closed) {
     b->closed = 1;
-    CL_CALL(cuGraphDestroy, (b->graph));
+    if (b->parent == NULL)      /* a conditional body is its node's */
+      CL_CALL(cuGraphDestroy, (b->graph));
     b->graph = NULL;
   }
   return 0;
@@ -326,6 +399,8 @@ void cl_open_graph_builder(lua_State *L)
     {"kernel", builder_kernel}, {"memcpy", builder_memcpy}, {"memset", builder_memset},
     {"empty", builder_empty}, {"record", builder_record}, {"wait", builder_wait},
     {"child", builder_child}, {"instantiate", builder_instantiate}, {"close", builder_close},
+    {"create_conditional_handle", builder_create_conditional_handle},
+    {"if_cond", builder_if_cond}, {"while_loop", builder_while_loop},
     {NULL, NULL}
   };
   static const luaL_Reg graph_methods[] = {{"update_kernel", graph_update_kernel}, {NULL, NULL}};

@@ -44,13 +44,11 @@ static cl_Event *push_event(lua_State *L, int devi, int timing, int blocking)
   return ev;
 }
 
-/* dev:create_stream{non_blocking = true, priority = 0} */
-static int device_create_stream(lua_State *L)
+int cl_check_stream_options(lua_State *L, int opts, cl_Device *d, int *non_blocking)
 {
-  cl_Device *d = cl_check_device(L, 1);
-  cl_check_options(L, 2, stream_options);
-  int non_blocking = cl_opt_boolean(L, 2, "non_blocking", 1);
-  lua_Integer priority = cl_opt_integer(L, 2, "priority", 0);
+  cl_check_options(L, opts, stream_options);
+  *non_blocking = cl_opt_boolean(L, opts, "non_blocking", 1);
+  lua_Integer priority = cl_opt_integer(L, opts, "priority", 0);
   int least = 0, greatest = 0;
   cl_device_activate(L, d);
   CL_TRY(L, cuCtxGetStreamPriorityRange, (&least, &greatest));
@@ -59,18 +57,37 @@ static int device_create_stream(lua_State *L)
     priority = greatest;
   if (priority > least)
     priority = least;
-  cl_Stream *s = lua_newuserdatauv(L, sizeof *s, 1);
+  return (int)priority;
+}
+
+cl_Stream *cl_push_new_stream(lua_State *L, int devi, int owneri, int priority, int non_blocking)
+{
+  cl_Stream *s = lua_newuserdatauv(L, sizeof *s, 2);
   memset(s, 0, sizeof *s);
   s->closed = 1;
   luaL_setmetatable(L, CL_STREAM);
-  CL_TRY(L, cuStreamCreateWithPriority,
-         (&s->handle, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT, (int)priority));
-  s->closed = 0;
-  s->dev = d;
-  s->priority = (int)priority;
+  s->dev = cl_check_device(L, devi);
+  s->priority = priority;
   s->non_blocking = non_blocking;
-  lua_pushvalue(L, 1);
+  lua_pushvalue(L, devi);
   lua_setiuservalue(L, -2, 1);
+  if (owneri) {
+    lua_pushvalue(L, owneri);
+    lua_setiuservalue(L, -2, 2);
+  }
+  return s;
+}
+
+/* dev:create_stream{non_blocking = true, priority = 0} */
+static int device_create_stream(lua_State *L)
+{
+  cl_Device *d = cl_check_device(L, 1);
+  int non_blocking = 0;
+  int priority = cl_check_stream_options(L, 2, d, &non_blocking);
+  cl_Stream *s = cl_push_new_stream(L, 1, 0, priority, non_blocking);
+  CL_TRY(L, cuStreamCreateWithPriority,
+         (&s->handle, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT, priority));
+  s->closed = 0;
   return 1;
 }
 

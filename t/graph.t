@@ -122,4 +122,61 @@ t.raises(function() return tostring(built) end, "GraphBuilder of this graph is c
 built:launch(s)   -- the executable outlives its builder
 s:sync()
 t.ok(dst:view("float32"):allclose(want, 1e-6, 1e-5), "the executable runs after its builder closed")
+-- conditional nodes: the handle is a kernel argument; the kernel sets it
+local cond = cuda.Program([[
+typedef unsigned long long cudaGraphConditionalHandle;
+extern "C" __device__ void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value);
+extern "C" __global__ void set_if(cudaGraphConditionalHandle h, const int *flag) {
+  cudaGraphSetConditional(h, *flag != 0);
+}
+extern "C" __global__ void add_one(int *x) { *x += 1; }
+extern "C" __global__ void count_down(cudaGraphConditionalHandle h, int *left, int *iterations) {
+  *iterations += 1;
+  *left -= 1;
+  cudaGraphSetConditional(h, *left > 0);
+}]], "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
+local one = cuda.LaunchConfig{grid = 1, block = 1}
+local flag, x = pinned:allocate(4), pinned:allocate(4)
+local ib = cuda.Graph(dev)
+local h = ib:create_conditional_handle()
+t.like(tostring(h), "u64", "a conditional handle is a cuda.u64")
+local set = ib:kernel(nil, one, cond:get_kernel("set_if"), h, flag)
+local if_node, then_body = ib:if_cond(set, h)
+then_body:kernel(nil, one, cond:get_kernel("add_one"), x)
+t.like(tostring(then_body), "^cuda%.GraphBuilder", "the body is a builder")
+t.raises(function() then_body:instantiate() end, "instantiated with the graph that owns it", "a body alone")
+local ig = ib:instantiate()
+x:view("int32")[1] = 0
+local runs = 0
+for round = 1, 8 do
+  local f = math.random(0, 1)
+  flag:view("int32")[1] = f
+  runs = runs + f
+  ig:launch(s)
+  s:sync()
+  t.is(x:view("int32")[1], runs, ("if node, round %d: condition %d"):format(round, f))
+end
+
+local wb = cuda.Graph(dev)
+local wh = wb:create_conditional_handle(1)   -- reset to 1 at each launch: the body runs first
+local _, loop_body = wb:while_loop(nil, wh)
+local left, iterations = pinned:allocate(4), pinned:allocate(4)
+loop_body:kernel(nil, one, cond:get_kernel("count_down"), wh, left, iterations)
+local wg = wb:instantiate()
+for _, n in ipairs{math.random(2, 50), 1, math.random(51, 200)} do
+  left:view("int32")[1], iterations:view("int32")[1] = n, 0
+  wg:launch(s)
+  s:sync()
+  t.is(iterations:view("int32")[1], n, "while loop ran its body " .. n .. " times")
+  t.is(left:view("int32")[1], 0, "while loop counted down to 0 from " .. n)
+end
+t.raises(function() ib:if_cond(nil, 5) end, "conditional handle", "if_cond without a handle")
+t.raises(function() ib:while_loop(nil, cuda.u32(1)) end, "conditional handle", "while_loop with a u32")
+t.raises(function() ib:create_conditional_handle(-1) end, "0 to 4294967295", "negative default")
+t.raises(function() then_body:empty(if_node) end, "belongs to another graph", "a parent's node in a body")
+ib:close()
+t.raises(function() then_body:empty() end, "owns this conditional body is closed", "a body after its graph closed")
+ig:launch(s)                                      -- the executable outlives its builders
+s:sync()
+t.ok(x:view("int32")[1] >= runs, "the if graph runs after its builder closed")
 t.done()
