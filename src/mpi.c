@@ -262,13 +262,29 @@ static MPI_Datatype region_type(lua_State *L, Region *r, int dti, int *count)
   return mpi_dtype(r->dtype);
 }
 
-/* send(buf, dest [, tag]) */
-static int mpi_send(lua_State *L)
+/* A point-to-point message: send(buf, dest [, tag]), or, receiving,
+ * recv(buf [, src [, tag]]) with any source and any tag by default. */
+typedef struct Message {
+  void *addr;
+  int count, peer, tag;
+} Message;
+
+static Message check_message(lua_State *L, int receiving)
 {
   ensure_started(L);
   Region r = check_region(L, 1);
-  int dest = check_rank(L, 2, 0), tag = check_tag(L, 3, 0);
-  MPI_TRY(L, MPI_Send, (r.addr, check_count(L, 1, r.size), MPI_BYTE, dest, tag, world.comm));
+  Message m = {r.addr, check_count(L, 1, r.size), MPI_ANY_SOURCE, MPI_ANY_TAG};
+  if (!receiving || !lua_isnoneornil(L, 2))
+    m.peer = check_rank(L, 2, receiving);
+  if (!receiving || !lua_isnoneornil(L, 3))
+    m.tag = check_tag(L, 3, receiving);
+  return m;
+}
+
+static int mpi_send(lua_State *L)
+{
+  Message m = check_message(L, 0);
+  MPI_TRY(L, MPI_Send, (m.addr, m.count, MPI_BYTE, m.peer, m.tag, world.comm));
   return 0;
 }
 
@@ -283,15 +299,12 @@ static int push_status(lua_State *L, MPI_Status *st)
   return 3;
 }
 
-/* recv(buf [, src [, tag]]) -> bytes, source, tag; src and tag default to any. */
+/* recv(...) -> bytes, source, tag */
 static int mpi_recv(lua_State *L)
 {
-  ensure_started(L);
-  Region r = check_region(L, 1);
-  int src = lua_isnoneornil(L, 2) ? MPI_ANY_SOURCE : check_rank(L, 2, 1);
-  int tag = lua_isnoneornil(L, 3) ? MPI_ANY_TAG : check_tag(L, 3, 1);
+  Message m = check_message(L, 1);
   MPI_Status st;
-  MPI_TRY(L, MPI_Recv, (r.addr, check_count(L, 1, r.size), MPI_BYTE, src, tag, world.comm, &st));
+  MPI_TRY(L, MPI_Recv, (m.addr, m.count, MPI_BYTE, m.peer, m.tag, world.comm, &st));
   return push_status(L, &st);
 }
 
@@ -397,11 +410,9 @@ static Request *push_request(lua_State *L, int bufi, int on_done)
 /* isend(buf, dest [, tag]) -> request */
 static int mpi_isend(lua_State *L)
 {
-  ensure_started(L);
-  Region r = check_region(L, 1);
-  int dest = check_rank(L, 2, 0), tag = check_tag(L, 3, 0), n = check_count(L, 1, r.size);
+  Message m = check_message(L, 0);
   Request *q = push_request(L, 1, 0);
-  MPI_TRY(L, MPI_Isend, (r.addr, n, MPI_BYTE, dest, tag, world.comm, &q->req));
+  MPI_TRY(L, MPI_Isend, (m.addr, m.count, MPI_BYTE, m.peer, m.tag, world.comm, &q->req));
   q->done = 0;
   return 1;
 }
@@ -409,13 +420,9 @@ static int mpi_isend(lua_State *L)
 /* irecv(buf [, src [, tag [, on_done]]]) -> request */
 static int mpi_irecv(lua_State *L)
 {
-  ensure_started(L);
-  Region r = check_region(L, 1);
-  int src = lua_isnoneornil(L, 2) ? MPI_ANY_SOURCE : check_rank(L, 2, 1);
-  int tag = lua_isnoneornil(L, 3) ? MPI_ANY_TAG : check_tag(L, 3, 1);
-  int n = check_count(L, 1, r.size);
+  Message m = check_message(L, 1);
   Request *q = push_request(L, 1, lua_isnoneornil(L, 4) ? 0 : 4);
-  MPI_TRY(L, MPI_Irecv, (r.addr, n, MPI_BYTE, src, tag, world.comm, &q->req));
+  MPI_TRY(L, MPI_Irecv, (m.addr, m.count, MPI_BYTE, m.peer, m.tag, world.comm, &q->req));
   q->done = 0;
   return 1;
 }

@@ -61,25 +61,34 @@ local function unstage(pinned, buf, stream)
   stream:sync()
 end
 
+-- fn(pinned) on a pinned copy of device buffer buf, holding buf's contents
+-- when copy_in, copied back into buf after when copy_back.
+local function through_pinned(buf, copy_in, copy_back, fn)
+  local pinned <close>, stream = stage(buf, copy_in)
+  local bytes, from, tag = fn(pinned)
+  if copy_back then unstage(pinned, buf, stream) end
+  return bytes, from, tag
+end
+
 -- send(buf, dest [, tag]): buf is a cuda.Buffer or cuda.View.
 function M.send(buf, dest, tag)
   if direct(buf) then
     core.send(buf, dest, tag)
-    return
+  else
+    through_pinned(buf, true, false, function(pinned) core.send(pinned, dest, tag) end)
   end
-  local pinned <close> = stage(buf, true)
-  core.send(pinned, dest, tag)
 end
 
--- recv(buf [, src [, tag]]) -> bytes received, source, tag
+-- recv(buf [, src [, tag]]) -> bytes received, source, tag. (No tail calls
+-- into the C part: argument errors name the function only without them.)
 function M.recv(buf, src, tag)
-  if direct(buf) then
-    local bytes, from, got_tag = core.recv(buf, src, tag)
-    return bytes, from, got_tag
+  if not direct(buf) then
+    return through_pinned(buf, false, true, function(pinned)
+      local bytes, from, got_tag = core.recv(pinned, src, tag)
+      return bytes, from, got_tag
+    end)
   end
-  local pinned <close>, stream = stage(buf, false)
-  local bytes, from, got_tag = core.recv(pinned, src, tag)
-  unstage(pinned, buf, stream)
+  local bytes, from, got_tag = core.recv(buf, src, tag)
   return bytes, from, got_tag
 end
 
@@ -110,11 +119,9 @@ end
 function M.allreduce(buf, op, dtype)
   if direct(buf) then
     core.allreduce(buf, op, dtype)
-    return
+  else
+    through_pinned(buf, true, true, function(pinned) core.allreduce(pinned, op, dtype) end)
   end
-  local pinned <close>, stream = stage(buf, true)
-  core.allreduce(pinned, op, dtype)
-  unstage(pinned, buf, stream)
 end
 
 return M
