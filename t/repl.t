@@ -11,9 +11,13 @@ end
 
 t.plan(17)
 
--- What the terminal showed, without carriage returns and escape sequences.
+-- What the terminal showed, without carriage returns and escape sequences,
+-- and without the prompts that start a line. Without readline the terminal
+-- echoes typed-ahead lines at once, so the prompts ("> ", ">> ") pile up in
+-- front of the output that follows them ("> >> >> row 11").
 local function screen(text)
-  return (text:gsub("\r", ""):gsub("\27%[[%d;?]*%a", ""))
+  text = text:gsub("\r", ""):gsub("\27%[[%d;?]*%a", "")
+  return text, (("\n" .. text):gsub("\n[> ]*> ", "\n"))
 end
 
 -- Types `steps` (each some lines of input) into `cudalua -i` on a pty.
@@ -34,7 +38,7 @@ local function session(steps)
     :format(table.concat(commands, "; "), cudalua))
   local code, out = t.run(("timeout 120 sh '%s/run.sh'"):format(dir))
   os.execute(("rm -rf '%s'"):format(dir))
-  return code, screen(out)
+  return code, screen(out)   -- the screen, and the screen without prompts
 end
 
 -- The position just after the first match of pattern in text from `from`.
@@ -44,7 +48,7 @@ local function after(text, pattern, from)
 end
 
 local long_line = '=#"' .. ("x"):rep(9995) .. '"'      -- 10,000 bytes
-local code, out = session{
+local code, raw, out = session{
   'for i = 1, 3 do\n  print(("row %d"):format(i * 11))\nend\n' ..
   '=6 * 7\n' ..
   '"ab" .. "cd", 2 ^ 10\n' ..
@@ -58,7 +62,7 @@ local code, out = session{
 }
 t.is(code, 0, "pty: the session ends at the end of input with status 0")
 t.like(out, "\nrow 11\nrow 22\nrow 33\n", "pty: a for loop typed over three lines runs once, complete")
-t.like(out, "\n>> ", "pty: a continuation prompt while the chunk is incomplete")
+t.like(raw, ">> ", "pty: a continuation prompt while the chunk is incomplete")
 t.like(out, "\n42\n", "pty: =expr prints its value")
 t.like(out, "\nabcd\t1024%.0\n", "pty: a bare expression list prints its values")
 t.like(out, "\ntable\ttrue\n", "pty: cuda is a global in interactive sessions")
