@@ -136,7 +136,7 @@ t.raises(function() cuda.launch(s, one, two, closed, 1.0) end, "closed", "closed
 local dead = dev:create_stream(); dead:close()
 t.raises(function() cuda.launch(dead, one, two, f, 1.0) end, "cuda%.Stream is closed", "closed stream")
 t.raises(function() cuda.launch(s, {grid = 1, block = 1}, two, f, 1.0) end, "cuda%.LaunchConfig expected", "a table is not a LaunchConfig")
-t.raises(function() cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1, shmem = 2^30}, two, f, 1.0) end, "max_shared_memory_per_block_optin", "shmem over the device limit")
+t.raises(function() cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1, shmem = 2^30}, two, f, 1.5) end, "max_shared_memory_per_block_optin", "shmem over the device limit")
 f:view("float32")[1] = 0
 cuda.launch(s, one, two, f, 7.25)
 s:sync()
