@@ -16,7 +16,9 @@
  *   arithmetic do. Integer division truncates toward zero (C, not Lua's //);
  *   dividing by zero is an error; INT_MIN / -1 wraps to INT_MIN, and so does
  *   abs(INT_MIN). Integer sqrt is the exact floor(sqrt(x)); a negative
- *   element is an error. Errors are found before anything is written.
+ *   element is an error. Errors are found before anything is written,
+ *   except a zero divisor that an overlapping div wrote itself (see
+ *   integer_div_view): it is found when the loop reaches it.
  * - Float division by zero follows IEEE 754 (inf or NaN), no error.
  * - Binary ops need views of the same dtype and length; copy converts
  *   between dtypes. An operand may overlap its target (v:mul(v), or two
