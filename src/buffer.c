@@ -119,10 +119,12 @@ static void copy(lua_State *L, cl_Buffer *dst, cl_Buffer *src, cl_Stream *s)
     luaL_error(L, "copying device memory needs a stream: buf:copy_to(dst, stream)");
 }
 
-/* A new buffer like src, from src's resource, for copy_to(nil, s). */
-static cl_Buffer *push_like(lua_State *L, int srci, int si)
+/* Push a new buffer like src, from src's resource, for copy_to(nil, s):
+ * whatever allocate returned, which the caller checks. */
+static void push_like(lua_State *L, int srci, int si)
 {
-  cl_Buffer *src = lua_touserdata(L, srci);
+  const cl_Buffer *src = lua_touserdata(L, srci);
+  lua_Integer size = (lua_Integer)src->size;
   lua_getiuservalue(L, srci, 1);
   if (src->owner) {   /* a slice: user value 1 is its owner; take the owner's resource */
     lua_getiuservalue(L, -1, 1);
@@ -130,13 +132,12 @@ static cl_Buffer *push_like(lua_State *L, int srci, int si)
   }
   lua_getfield(L, -1, "allocate");
   lua_insert(L, -2);
-  lua_pushinteger(L, (lua_Integer)src->size);
+  lua_pushinteger(L, size);
   if (si)
     lua_pushvalue(L, si);
   else
     lua_pushnil(L);
   lua_call(L, 3, 1);
-  return lua_touserdata(L, -1);
 }
 
 /* src:copy_to(dst, stream) -> dst; a nil dst allocates one like src. */
@@ -144,13 +145,14 @@ static int buffer_copy_to(lua_State *L)
 {
   cl_Buffer *src = fast_buffer(L, 1);
   cl_Stream *s = fast_opt_stream(L, 3);
-  cl_Buffer *dst;
   if (lua_isnil(L, 2)) {
-    dst = push_like(L, 1, s ? 3 : 0);
+    push_like(L, 1, s ? 3 : 0);
     lua_replace(L, 2);
-  } else
-    dst = fast_buffer(L, 2);
-  copy(L, dst, src, s);
+    /* allocate ran Lua code (its lookup, finalizers): check all again */
+    src = fast_buffer(L, 1);
+    s = fast_opt_stream(L, 3);
+  }
+  copy(L, fast_buffer(L, 2), src, s);
   lua_settop(L, 2);
   return 1;
 }
@@ -224,10 +226,10 @@ static int buffer_slice(lua_State *L)
 {
   cl_Buffer *b = cl_check_buffer(L, 1);
   lua_Integer off = luaL_checkinteger(L, 2);
-  lua_Integer size = luaL_optinteger(L, 3, (lua_Integer)b->size - off);
   if (off < 0 || (size_t)off >= b->size)
     luaL_argerror(L, 2, lua_pushfstring(L, "offset %I is outside the buffer (0 to %I)", off,
                                         (lua_Integer)b->size - 1));
+  lua_Integer size = luaL_optinteger(L, 3, (lua_Integer)(b->size - (size_t)off));
   if (size <= 0 || (size_t)size > b->size - (size_t)off)
     luaL_argerror(L, 3, lua_pushfstring(L, "size %I does not fit: %I bytes remain after offset %I",
                                         size, (lua_Integer)(b->size - (size_t)off), off));
@@ -242,6 +244,7 @@ static int buffer_slice(lua_State *L)
                                  owner->stream, lua_isnil(L, -1) ? 0 : -1);
   sl->owner = owner;
   sl->mr = owner->mr;
+  cl_check_buffer(L, 1);   /* creating the slice can run a finalizer that closed buf */
   return 1;
 }
 

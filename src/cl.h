@@ -321,7 +321,24 @@ int cl_push_closed_name(lua_State *L, const char *tname);
 void cl_check_options(lua_State *L, int idx, const char *const known[]);
 int cl_opt_boolean(lua_State *L, int idx, const char *field, int def);
 lua_Integer cl_opt_integer(lua_State *L, int idx, const char *field, lua_Integer def);
+/* Pushes the field's string (def, or nil for a NULL def, when absent) and
+ * returns it: valid while that slot stays on the stack, which the caller
+ * pops when done. An __index may have made the string, and nothing else
+ * anchors it against the collector. */
 const char *cl_opt_string(lua_State *L, int idx, const char *field, const char *def);
+
+/* Integers before they are cast to a narrower C type: the value must be an
+ * integer (a float with an integer value counts) in [lo, hi], else an error
+ * naming `what` and the limit it broke ("offset must be >= 0, got -1").
+ * cl_check_integer_range raises an argument error for argument arg;
+ * cl_opt_integer_range reads a field of the option table at idx;
+ * cl_to_integer_range checks any stack slot i and raises a plain error. */
+lua_Integer cl_check_integer_range(lua_State *L, int arg, lua_Integer lo, lua_Integer hi,
+                                   const char *what);
+lua_Integer cl_opt_integer_range(lua_State *L, int idx, const char *field, lua_Integer def,
+                                 lua_Integer lo, lua_Integer hi);
+lua_Integer cl_to_integer_range(lua_State *L, int i, lua_Integer lo, lua_Integer hi,
+                                const char *what);
 
 /* --- the module (cuda.c) ------------------------------------------------ */
 

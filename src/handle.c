@@ -152,23 +152,85 @@ int cl_opt_boolean(lua_State *L, int idx, const char *field, int def)
 
 lua_Integer cl_opt_integer(lua_State *L, int idx, const char *field, lua_Integer def)
 {
-  if (!get_option(L, idx, field))
-    return def;
-  int isint = 0;
-  lua_Integer v = lua_tointegerx(L, -1, &isint);
-  if (!isint || lua_type(L, -1) != LUA_TNUMBER)
-    option_type_error(L, idx, field, "an integer");
-  lua_pop(L, 1);
-  return v;
+  return cl_opt_integer_range(L, idx, field, def, LUA_MININTEGER, LUA_MAXINTEGER);
 }
 
 const char *cl_opt_string(lua_State *L, int idx, const char *field, const char *def)
 {
-  if (!get_option(L, idx, field))
-    return def;
+  if (!get_option(L, idx, field)) {
+    /* pushed too, so that every outcome leaves one value to pop */
+    if (def)
+      return lua_pushstring(L, def);
+    lua_pushnil(L);
+    return NULL;
+  }
   if (lua_type(L, -1) != LUA_TSTRING)
     option_type_error(L, idx, field, "a string");
-  const char *v = lua_tostring(L, -1);  /* anchored in the option table */
-  lua_pop(L, 1);
+  /* left on the stack: an __index may have made it, and nothing else
+   * anchors it against the collector */
+  return lua_tostring(L, -1);
+}
+
+/* --- integer ranges ----------------------------------------------------- */
+
+/* NULL when the value at i is an integer (or a float with an integer value)
+ * in [lo, hi], stored into *v; else pushes and returns why not, naming
+ * `what` and the limit. Formats numbers itself: luaL_tolstring could run a
+ * __tostring that debug.setmetatable gave numbers. */
+static const char *integer_range_problem(lua_State *L, int i, lua_Integer lo, lua_Integer hi,
+                                         const char *what, lua_Integer *v)
+{
+  int isint = 0;
+  if (lua_type(L, i) != LUA_TNUMBER)
+    return lua_pushfstring(L, "%s must be an integer, got %s", what, luaL_typename(L, i));
+  *v = lua_tointegerx(L, i, &isint);
+  if (!isint) {
+    lua_Number x = lua_tonumber(L, i);
+    if (floor(x) != x)          /* fractional or NaN */
+      return lua_pushfstring(L, "%s must be an integer, got %f", what, x);
+    return lua_pushfstring(L, "%s must be %s %I, got %f", what, x < 0 ? ">=" : "<=",
+                           x < 0 ? lo : hi, x);
+  }
+  if (*v < lo)
+    return lua_pushfstring(L, "%s must be >= %I, got %I", what, lo, *v);
+  if (*v > hi)
+    return lua_pushfstring(L, "%s must be <= %I, got %I", what, hi, *v);
+  return NULL;
+}
+
+/* The integer at i, or an error: an argument error of arg, or for arg 0 a
+ * plain one. */
+static lua_Integer check_range_at(lua_State *L, int i, int arg, lua_Integer lo, lua_Integer hi,
+                                  const char *what)
+{
+  lua_Integer v = 0;
+  const char *why = integer_range_problem(L, i, lo, hi, what, &v);
+  if (why && arg)
+    luaL_argerror(L, arg, why);
+  else if (why)
+    luaL_error(L, "%s", why);
+  return v;
+}
+
+lua_Integer cl_check_integer_range(lua_State *L, int arg, lua_Integer lo, lua_Integer hi,
+                                   const char *what)
+{
+  return check_range_at(L, arg, arg, lo, hi, what);
+}
+
+lua_Integer cl_to_integer_range(lua_State *L, int i, lua_Integer lo, lua_Integer hi,
+                                const char *what)
+{
+  return check_range_at(L, i, 0, lo, hi, what);
+}
+
+lua_Integer cl_opt_integer_range(lua_State *L, int idx, const char *field, lua_Integer def,
+                                 lua_Integer lo, lua_Integer hi)
+{
+  if (!get_option(L, idx, field))
+    return def;
+  int vi = lua_gettop(L);
+  lua_Integer v = check_range_at(L, vi, idx, lo, hi, lua_pushfstring(L, "field '%s'", field));
+  lua_settop(L, vi - 1);
   return v;
 }

@@ -4,6 +4,7 @@
  * against the kernel's parameter sizes (which the driver reports) before
  * anything is launched, packs them into stack storage and makes one driver
  * call. It allocates nothing and formats strings only to report an error. */
+#include <math.h>
 #include <string.h>
 
 #include "cl.h"
@@ -20,43 +21,42 @@ typedef struct LaunchConfig {
  * memory and clusters are checked against the launching device. */
 static const lua_Integer block_limit[3] = {1024, 1024, 64};
 static const lua_Integer grid_limit[3] = {2147483647, 65535, 65535};
+/* a cluster has at most 8 blocks (check_cluster), so no axis exceeds 8 */
+static const lua_Integer cluster_limit[3] = {8, 8, 8};
 static const char *const axis[3] = {"x", "y", "z"};
 
-/* A dimension: a number or {x [, y [, z]]}; absent axes are 1. */
+/* A dimension: a number or {x [, y [, z]]}; absent axes are 1. Every axis
+ * is checked against its limit before the cast to unsigned. */
 static void read_dim3(lua_State *L, const char *field, unsigned out[3], const lua_Integer limit[3],
                       const char *limit_name)
 {
   lua_getfield(L, 1, field);
-  lua_Integer v[3] = {1, 1, 1};
-  if (lua_type(L, -1) == LUA_TNUMBER) {
-    int isint = 0;
-    v[0] = lua_tointegerx(L, -1, &isint);
-    if (!isint)
-      luaL_error(L, "LaunchConfig: %s must be an integer", field);
-  } else if (lua_istable(L, -1)) {
-    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    if (n < 1 || n > 3)
-      luaL_error(L, "LaunchConfig: %s must have 1 to 3 dimensions, got %I", field, n);
-    for (int k = 0; k < n; k++) {
-      lua_rawgeti(L, -1, k + 1);
-      int isint = 0;
-      v[k] = lua_tointegerx(L, -1, &isint);
-      if (!isint)
-        luaL_error(L, "LaunchConfig: %s.%s must be an integer", field, axis[k]);
-      lua_pop(L, 1);
-    }
-  } else
+  int n = 1;
+  if (lua_istable(L, -1)) {
+    lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
+    if (len < 1 || len > 3)
+      luaL_error(L, "LaunchConfig: %s must have 1 to 3 dimensions, got %I", field, len);
+    n = (int)len;
+  } else if (lua_type(L, -1) != LUA_TNUMBER)
     luaL_error(L, "LaunchConfig: %s must be a number or {x, y, z}, got %s", field,
                luaL_typename(L, -1));
-  lua_pop(L, 1);
   for (int k = 0; k < 3; k++) {
-    if (v[k] < 1)
-      luaL_error(L, "LaunchConfig: %s.%s must be >= 1, got %I", field, axis[k], v[k]);
-    if (limit && v[k] > limit[k])
+    lua_Integer v = 1;
+    if (k < n) {
+      if (lua_istable(L, -1))
+        lua_rawgeti(L, -1, k + 1);
+      else
+        lua_pushvalue(L, -1);
+      const char *what = lua_pushfstring(L, "LaunchConfig: %s.%s", field, axis[k]);
+      v = cl_to_integer_range(L, -2, 1, UINT32_MAX, what);
+      lua_pop(L, 2);
+    }
+    if (v > limit[k])
       luaL_error(L, "LaunchConfig: %s.%s = %I exceeds the limit (%s[%d] = %I)", field, axis[k],
-                 v[k], limit_name, k + 1, limit[k]);
-    out[k] = (unsigned)v[k];
+                 v, limit_name, k + 1, limit[k]);
+    out[k] = (unsigned)v;
   }
+  lua_pop(L, 1);
 }
 
 static int has_field(lua_State *L, const char *field)
@@ -93,11 +93,12 @@ static int cuda_launch_config(lua_State *L)
     return luaL_error(L, "LaunchConfig: a block of %I threads exceeds the limit "
                          "(max_threads_per_block = 1024)", threads);
   lua_Integer shmem = cl_opt_integer(L, 1, "shmem", 0);
-  luaL_argcheck(L, shmem >= 0 && shmem <= 0x7fffffff, 1, "shmem must be >= 0 bytes");
+  luaL_argcheck(L, shmem >= 0 && shmem <= INT32_MAX, 1,
+                "shmem must be >= 0 and <= 2147483647 bytes");
   c->shmem = (unsigned)shmem;
   c->cooperative = cl_opt_boolean(L, 1, "cooperative", 0);
   if (has_field(L, "cluster")) {
-    read_dim3(L, "cluster", c->cluster, NULL, NULL);
+    read_dim3(L, "cluster", c->cluster, cluster_limit, "portable cluster size");
     c->has_cluster = 1;
     check_cluster(L, c);
   }
@@ -169,8 +170,16 @@ static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *
   *slot = (uint64_t)b->ptr;
 }
 
-/* A plain number takes the parameter's size: integers as 1/2/4/8-byte
- * integers (signed or unsigned range), floats as float32 or float64. */
+/* A plain number, by the rule the API reference states. The driver reports
+ * only each parameter's size, so a number must say what it is:
+ * - a Lua integer fills a 1-, 2-, 4- or 8-byte integer parameter, and must
+ *   fit it as a signed or an unsigned integer of that width;
+ * - a Lua float with a fractional part (or inf or NaN) fills a 4-byte
+ *   parameter as float32 and an 8-byte one as float64;
+ * - a Lua float with an integer value (2^20, n / 2, 2.0) is refused: it is
+ *   as often an integer computed with / or ^ as a float, and packing it the
+ *   wrong way gives a size or pointer the kernel would fault on. Typed
+ *   scalars (cuda.f32(2), cuda.u64(n)) say which. */
 static void pack_number(lua_State *L, cl_Kernel *k, int i, int n, int size, uint64_t *slot)
 {
   *slot = 0;
@@ -181,15 +190,21 @@ static void pack_number(lua_State *L, cl_Kernel *k, int i, int n, int size, uint
     if (size != 1 && size != 2 && size != 4 && size != 8)
       arg_error(L, k, n, "%s (the parameter is %d bytes)", "a number cannot fill this parameter", size);
     if (v < lo || v > hi)
-      arg_error(L, k, n, "%s does not fit a %d-byte parameter", luaL_tolstring(L, i, NULL), size);
+      arg_error(L, k, n, "%s does not fit a %d-byte parameter", lua_pushfstring(L, "%I", v), size);
     memcpy(slot, &v, (size_t)size);   /* little-endian: the low bytes */
-  } else if (size == 4) {
-    float f = (float)lua_tonumber(L, i);
+    return;
+  }
+  double x = lua_tonumber(L, i);
+  if (isfinite(x) && floor(x) == x)
+    arg_error(L, k, n, "%s is a float with an integer value, which could mean an integer or a "
+              "float: pass an integer (math.tointeger(x)) or a typed scalar such as cuda.f32(x) "
+              "or cuda.f64(x) (the parameter is %d bytes)", lua_pushfstring(L, "%f", x), size);
+  if (size == 4) {
+    float f = (float)x;   /* fractional, so |x| < 2^53: within float32's range */
     memcpy(slot, &f, 4);
-  } else if (size == 8) {
-    double f = lua_tonumber(L, i);
-    memcpy(slot, &f, 8);
-  } else
+  } else if (size == 8)
+    memcpy(slot, &x, 8);
+  else
     arg_error(L, k, n, "%s (the parameter is %d bytes); use a typed scalar",
               "a float is 4 or 8 bytes", size);
 }

@@ -51,8 +51,8 @@ static cl_MemoryResource *push_mr(lua_State *L, cl_MRKind kind, int devi)
 /* The device argument at i: a cuda.Device, an id, or (none) the current. */
 static int device_arg(lua_State *L, int i)
 {
-  if (lua_isinteger(L, i))
-    cl_push_device(L, (int)lua_tointeger(L, i));
+  if (lua_type(L, i) == LUA_TNUMBER)
+    cl_push_device(L, (int)cl_to_integer_range(L, i, INT32_MIN, INT32_MAX, "device id"));
   else if (lua_isnoneornil(L, i))
     cl_push_current_device(L);
   else {
@@ -222,14 +222,22 @@ static CUdeviceptr allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_St
 /* mr:allocate(nbytes [, stream]) -> Buffer */
 static int mr_allocate(lua_State *L)
 {
-  cl_MemoryResource *mr = cl_check_mr(L, 1);
+  lua_settop(L, 3);
+  cl_check_mr(L, 1);
   lua_Integer n = luaL_checkinteger(L, 2);
   luaL_argcheck(L, n > 0, 2, "size must be > 0");
+  cl_opt_stream(L, 3);
+  /* The buffer object first, closed: creating it can run finalizers that
+   * close the resource or the stream, so both are checked after it. */
+  cl_Buffer *b = cl_push_buffer(L, 0, (size_t)n, 1, NULL, lua_isnoneornil(L, 3) ? 0 : 3);
+  b->closed = 1;
+  cl_MemoryResource *mr = cl_check_mr(L, 1);
   cl_Stream *s = cl_opt_stream(L, 3);
   if (s && mr->dev && s->dev != mr->dev)
     luaL_argerror(L, 3, "the stream belongs to another device");
-  CUdeviceptr p = allocate(L, mr, (size_t)n, s);
-  cl_push_buffer(L, p, (size_t)n, 1, s, s ? 3 : 0);
+  b->ptr = allocate(L, mr, (size_t)n, s);
+  b->stream = s;
+  b->closed = 0;
   mr->live_bytes += (size_t)n;
   mr->live_buffers++;
   return 1;
@@ -240,6 +248,8 @@ void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr p, size_t size, CUstream s
 {
   mr->live_bytes -= size;
   mr->live_buffers--;
+  if (mr->closed)   /* never: a resource with live buffers stays open */
+    return;
   switch (mr->kind) {
   case CL_MR_HOST:
     free((void *)(uintptr_t)p);
@@ -287,15 +297,15 @@ static int mr_close(lua_State *L)
   return 0;
 }
 
-/* Finalizer: buffers keep their resource alive, so none is open here. */
+/* Finalizer. Buffers keep their resource alive, so the collector finds none
+ * open here; a resource that still has open buffers is being finalized by
+ * hand (getmetatable(mr).__gc(mr)), and keeps its memory for them. The
+ * driver owns a device's default pool: it is never closed. */
 static int mr_gc(lua_State *L)
 {
   cl_MemoryResource *mr = luaL_checkudata(L, 1, CL_MR);
-  mr->live_buffers = 0;
-  if (is_default_pool(mr)) {   /* the driver owns it */
-    mr->closed = 1;
+  if (mr->closed || mr->live_buffers > 0 || is_default_pool(mr))
     return 0;
-  }
   return mr_close(L);
 }
 
@@ -303,8 +313,8 @@ static int mr_gc(lua_State *L)
 static int mr_trim(lua_State *L)
 {
   cl_MemoryResource *mr = cl_check_mr(L, 1);
-  lua_Integer keep = luaL_optinteger(L, 2, 0);
-  luaL_argcheck(L, keep >= 0, 2, "bytes to keep must be >= 0");
+  lua_Integer keep = lua_isnoneornil(L, 2) ? 0
+                   : cl_check_integer_range(L, 2, 0, LUA_MAXINTEGER, "bytes to keep");
   if (mr->pool)
     CL_TRY(L, cuMemPoolTrimTo, (mr->pool, (size_t)keep));
   return 0;

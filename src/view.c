@@ -16,7 +16,9 @@
  *   arithmetic do. Integer division truncates toward zero (C, not Lua's //);
  *   dividing by zero is an error; INT_MIN / -1 wraps to INT_MIN, and so does
  *   abs(INT_MIN). Integer sqrt is the exact floor(sqrt(x)); a negative
- *   element is an error. Errors are found before anything is written.
+ *   element is an error. Errors are found before anything is written,
+ *   except a zero divisor that an overlapping div wrote itself (see
+ *   integer_div_view): it is found when the loop reaches it.
  * - Float division by zero follows IEEE 754 (inf or NaN), no error.
  * - Binary ops need views of the same dtype and length; copy converts
  *   between dtypes. An operand may overlap its target (v:mul(v), or two
@@ -306,10 +308,29 @@ static inline double rng_unit(Rng *r)
       x[i] = (T)isqrt((uint64_t)x[i]);                                         \
   }
 
+/* x[i] /= y[i] where y may hold a zero that an earlier step wrote (y
+ * overlaps x from below): checks each divisor as it reads it, and returns
+ * the index of the first zero, n for none. Not vectorized: it is the rare
+ * case, and the check must see what the previous step wrote. */
+#define CHECKED_DIV_KERNEL(OP, S, T, U)                                        \
+  static size_t div_checked_##S(void *xp, const void *yp, size_t n)            \
+  {                                                                            \
+    T *x = xp;                                                                 \
+    const T *y = yp;                                                           \
+    for (size_t i = 0; i < n; i++) {                                           \
+      const T a = x[i], b = y[i];                                              \
+      if (b == 0)                                                              \
+        return i;                                                              \
+      x[i] = OP(T, U);                                                         \
+    }                                                                          \
+    return n;                                                                  \
+  }
+
 #define SIGNED_KERNELS(E, S, T, U)                                             \
   INT_KERNELS(E, S, T, U)                                                      \
   SCALAR_KERNEL(div_s, OP_SDIV, S, T, U)                                       \
   VIEW_KERNEL(div_v, OP_SDIV, S, T, U)                                         \
+  CHECKED_DIV_KERNEL(OP_SDIV, S, T, U)                                         \
   static void abs_##S(void *xp, size_t n)                                      \
   {                                                                            \
     T *x = xp;                                                                 \
@@ -328,7 +349,8 @@ static inline double rng_unit(Rng *r)
 #define UNSIGNED_KERNELS(E, S, T, U)                                           \
   INT_KERNELS(E, S, T, U)                                                      \
   SCALAR_KERNEL(div_s, OP_UDIV, S, T, U)                                       \
-  VIEW_KERNEL(div_v, OP_UDIV, S, T, U)
+  VIEW_KERNEL(div_v, OP_UDIV, S, T, U)                                         \
+  CHECKED_DIV_KERNEL(OP_UDIV, S, T, U)
 
 /* floor(sqrt(x)), exactly. The double square root can be one too high (x =
  * k^2 - 1 rounds up to k^2); it is never one too low for 64-bit x, but the
@@ -373,6 +395,7 @@ typedef struct Ops {
   void (*iiota)(void *x, size_t n, int64_t start, int64_t step);
   void (*irandom)(void *x, size_t n, Rng *r, int64_t lo, uint64_t range);
   size_t (*first_zero)(const void *x, size_t n);
+  size_t (*div_checked)(void *x, const void *y, size_t n);
   size_t (*first_negative)(const void *x, size_t n);  /* NULL: unsigned */
 } Ops;
 
@@ -386,7 +409,7 @@ typedef struct Ops {
          .fsum = sum_##S, .fiota = iota_##S, .frandom = random_##S},
 #define INT_OPS(E, S, T, U)                                                    \
   .isum = sum_##S, .iiota = iota_##S, .irandom = random_##S,                   \
-  .first_zero = first_zero_##S
+  .first_zero = first_zero_##S, .div_checked = div_checked_##S
 #define SIGNED_OPS(E, S, T, U)                                                 \
   [E] = {COMMON_OPS(S), INT_OPS(E, S, T, U), .abs = abs_##S,                   \
          .first_negative = first_negative_##S},
@@ -597,6 +620,7 @@ static int view_to_table(lua_State *L)
   if (count > INT32_MAX)
     return luaL_error(L, "to_table: %I elements are too many for a table", (lua_Integer)count);
   lua_createtable(L, (int)count, 0);
+  check_open(L, v);   /* creating the table can run a finalizer that closed the buffer */
   for (size_t k = 0; k < count; k++) {
     cl_dtype_push(L, v->type, element(v, first + k));
     lua_rawseti(L, -2, (lua_Integer)k + 1);
@@ -720,6 +744,10 @@ typedef struct Conversion { View *dst; const View *src; size_t done; } Conversio
 static int convert_elements(lua_State *L)
 {
   Conversion *c = lua_touserdata(L, 1);
+  /* calling this function may have grown the stack, a GC step whose
+   * finalizers could close either buffer */
+  check_open(L, c->dst);
+  check_open(L, c->src);
   for (; c->done < c->dst->len; c->done++) {
     cl_dtype_push(L, c->src->type, element(c->src, c->done));
     cl_dtype_store(L, -1, c->dst->type, element(c->dst, c->done));
@@ -767,13 +795,29 @@ static void check_divisor_scalar(lua_State *L, const View *v, const cl_Scalar *s
     luaL_error(L, "integer division by zero (%s)", cl_dtype_names[v->type]);
 }
 
-static void check_divisor_view(lua_State *L, const View *v, const View *y)
+static void divisor_zero_error(lua_State *L, size_t k, const char *why)
 {
-  if (cl_dtype_is_float(v->type))
+  luaL_error(L, "integer division by zero: divisor element %I is 0%s", (lua_Integer)k + 1, why);
+}
+
+/* v:div(y) for integer views. When y starts below v and overlaps it, the
+ * loop writes into divisors it has yet to read, so zeros can appear as it
+ * runs: the checked kernel finds them there (elements before have been
+ * written). Otherwise every divisor is read as it is now: check them all
+ * first, then run the vectorized kernel. */
+static void integer_div_view(lua_State *L, View *v, const View *y)
+{
+  const Ops *o = &ops[v->type];
+  if (y->base < v->base && overlaps(v, y)) {
+    size_t k = o->div_checked(v->base, y->base, v->len);
+    if (k < v->len)
+      divisor_zero_error(L, k, " (written by this division: the operands overlap)");
     return;
-  size_t k = ops[v->type].first_zero(y->base, y->len);
+  }
+  size_t k = o->first_zero(y->base, y->len);
   if (k < y->len)
-    luaL_error(L, "integer division by zero: divisor element %I is 0", (lua_Integer)k + 1);
+    divisor_zero_error(L, k, "");
+  o->div_v(v->base, y->base, v->len);
 }
 
 /* v:add(x_or_view) and friends: a number, or a view of the same dtype and
@@ -795,9 +839,10 @@ static int arith(lua_State *L, Arith op)
     return luaL_typeerror(L, 2, "number or cuda.View");
   View *y = check_operand(L, 2, v, 0);
   void (*const kernel[])(void *, const void *, size_t) = {o->add_v, o->sub_v, o->mul_v, o->div_v};
-  if (op == DIV)
-    check_divisor_view(L, v, y);
-  kernel[op](v->base, y->base, v->len);
+  if (op == DIV && !cl_dtype_is_float(v->type))
+    integer_div_view(L, v, y);
+  else
+    kernel[op](v->base, y->base, v->len);
   return return_self(L);
 }
 

@@ -37,7 +37,7 @@ t.raises(function() cuda.LaunchConfig{grid = 1, block = 32, shared = 8} end, "un
 t.raises(function() cuda.LaunchConfig(5) end, "table expected", "LaunchConfig(5)")
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 23)
+  t.skip("no CUDA device", 27)
   t.done()
 end
 
@@ -94,6 +94,19 @@ cuda.launch(s, one, every, out, -5, -300, -70000, -2^40 // 1, 250, 65000, 400000
 s:sync()
 t.ok(o[1] == -5 and o[3] == -70000 and o[7] == 4000000000 and o[9] == 1500 and o[10] == 2250000,
      "plain numbers are sized by the kernel's parameters")
+-- a float with an integer value could be either: refused; exact integers pass
+local function every_with(h, x)
+  cuda.launch(s, one, every, out, -5, -300, -70000, -2^40 // 1, 250, 65000, 4000000000, h, x, 2.25, pv)
+end
+t.raises(function() every_with(2^20, 1.5) end, "argument 9: 1048576%.0 is a float with an integer value",
+         "2^20 for an 8-byte parameter")
+t.raises(function() every_with(123, 1e300) end, "argument 10: 1e%+300 is a float with an integer value",
+         "1e300 for a float parameter")
+t.raises(function() cuda.launch(s, one, every, out, -5, -300, 1 << 32, 0, 0, 0, 0, 0, 1.5, 2.25, pv) end,
+         "argument 4: 4294967296 does not fit a 4%-byte parameter", "2^32 for a 4-byte parameter")
+every_with(math.tointeger(2^20), 1.5)
+s:sync()
+t.is(out:view("uint64")[8], 1048576, "math.tointeger(2^20) arrives exactly")
 
 -- grid, block in 3D, dynamic shared memory over 48 KiB
 local grid, block = {3, 2, 2}, {8, 4, 2}
@@ -136,7 +149,7 @@ t.raises(function() cuda.launch(s, one, two, closed, 1.0) end, "closed", "closed
 local dead = dev:create_stream(); dead:close()
 t.raises(function() cuda.launch(dead, one, two, f, 1.0) end, "cuda%.Stream is closed", "closed stream")
 t.raises(function() cuda.launch(s, {grid = 1, block = 1}, two, f, 1.0) end, "cuda%.LaunchConfig expected", "a table is not a LaunchConfig")
-t.raises(function() cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1, shmem = 2^30}, two, f, 1.0) end, "max_shared_memory_per_block_optin", "shmem over the device limit")
+t.raises(function() cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1, shmem = 2^30}, two, f, 1.5) end, "max_shared_memory_per_block_optin", "shmem over the device limit")
 f:view("float32")[1] = 0
 cuda.launch(s, one, two, f, 7.25)
 s:sync()

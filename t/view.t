@@ -571,6 +571,26 @@ do
   t.ok(shifted, "copy between overlapping views of one dtype is a memmove")
 end
 
+-- integer division by an operand that overlaps the target from below: the
+-- divisors are read as the loop reaches them, so a zero the loop writes is
+-- an error there (never a signal), and results run in element order
+for _, name in ipairs{"int8", "int32", "int64", "uint8", "uint16", "uint64"} do
+  local v = host:allocate(64):view(name)
+  local function set(vals) for i, x in ipairs(vals) do v[i] = x end end
+  set{5, 1, 1, 1}
+  local ok, err = pcall(v:range(2, 4).div, v:range(2, 4), v:range(1, 3))
+  t.ok(not ok and err:match("divisor element 2 is 0 %(written by this division"),
+       name .. " div finds the zero it wrote: " .. tostring(err))
+  t.ok(v[1] == 5 and v[2] == 0 and v[3] == 1, name .. " elements before it were written")
+  set{2, 8, 64, 100}
+  v:range(2, 4):div(v:range(1, 3))
+  t.ok(v[2] == 4 and v[3] == 16 and v[4] == 6, name .. " overlapping div runs in element order")
+  set{2, 8, 64, 0}
+  t.raises(function() v:range(1, 3):div(v:range(2, 4)) end, "divisor element 3 is 0$",
+           name .. " a divisor above the target is checked before anything is written")
+  t.is(v[1], 2, name .. " and nothing was written")
+end
+
 -- --- allclose ---------------------------------------------------------------
 
 -- numpy's rule, in double: |a - b| <= atol + rtol * |b| or a == b; NaN never.
