@@ -31,10 +31,10 @@ static const cl_NamedOption linker_flags[] = {
   {"max_register_count", CL_OPT_INT, "-maxrregcount=", NULL},
   {"debug", CL_OPT_BOOL, "-g", NULL},
   {"lineinfo", CL_OPT_BOOL, "-lineinfo", NULL},
-  {"ftz", CL_OPT_BOOL, "-ftz=true", "-ftz=false"},
-  {"prec_div", CL_OPT_BOOL, "-prec-div=true", "-prec-div=false"},
-  {"prec_sqrt", CL_OPT_BOOL, "-prec-sqrt=true", "-prec-sqrt=false"},
-  {"fma", CL_OPT_BOOL, "-fma=true", "-fma=false"},
+  {"ftz", CL_OPT_BOOL, "-ftz=1", "-ftz=0"},
+  {"prec_div", CL_OPT_BOOL, "-prec-div=1", "-prec-div=0"},
+  {"prec_sqrt", CL_OPT_BOOL, "-prec-sqrt=1", "-prec-sqrt=0"},
+  {"fma", CL_OPT_BOOL, "-fma=1", "-fma=0"},
   {"optimization_level", CL_OPT_INT, "-O", NULL},
   {"verbose", CL_OPT_BOOL, "-verbose", NULL},
   {"time", CL_OPT_BOOL, "-time", NULL},
@@ -229,6 +229,8 @@ static int linker_link(lua_State *L)
     argv[i] = lua_tostring(L, -1);                /* anchored in the options list */
     lua_pop(L, 1);
   }
+  if (target == CL_PTX)
+    argv[n++] = "-ptx";                           /* nvJitLink's output is chosen up front */
   nvJitLinkHandle *h = push_guard(L);
   nvJitLinkResult r = CL_NVJITLINK(nvJitLinkCreate)(h, (uint32_t)n, argv);
   if (r != NVJITLINK_SUCCESS)
