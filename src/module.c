@@ -291,35 +291,34 @@ static int opt_kind(lua_State *L, int i)
                                              "\"ltoir\", \"object\" or \"library\", got '%s'", name));
 }
 
-/* cuda.ObjectCode.from_data(bytes [, kind]): kind is detected when omitted. */
-static int objectcode_from_data(lua_State *L)
+/* The string argument 1 as an ObjectCode of kind (< 0: detected), pushed
+ * once it passes the bounds check. */
+static int push_checked_code(lua_State *L, int kind)
 {
   char why[160];
   size_t n;
   luaL_checktype(L, 1, LUA_TSTRING);
   const char *code = lua_tolstring(L, 1, &n);
-  int kind = opt_kind(L, 2);
-  cl_check_nargs(L, 2);
   if (cl_code_problem(code, n, &kind, why, sizeof why))
     return luaL_argerror(L, 1, why);
   cl_push_objectcode(L, 1, kind);
   return 1;
 }
 
+/* cuda.ObjectCode.from_data(bytes [, kind]): kind is detected when omitted. */
+static int objectcode_from_data(lua_State *L)
+{
+  int kind = opt_kind(L, 2);
+  cl_check_nargs(L, 2);
+  return push_checked_code(L, kind);
+}
+
 /* cuda.ObjectCode.from_cubin(bytes), from_ptx, from_fatbin, from_ltoir,
  * from_object, from_library: the kind is the upvalue. */
 static int objectcode_from_kind(lua_State *L)
 {
-  char why[160];
-  size_t n;
-  luaL_checktype(L, 1, LUA_TSTRING);
   cl_check_nargs(L, 1);
-  const char *code = lua_tolstring(L, 1, &n);
-  int kind = (int)lua_tointeger(L, lua_upvalueindex(1));
-  if (cl_code_problem(code, n, &kind, why, sizeof why))
-    return luaL_argerror(L, 1, why);
-  cl_push_objectcode(L, 1, kind);
-  return 1;
+  return push_checked_code(L, (int)lua_tointeger(L, lua_upvalueindex(1)));
 }
 
 /* cuda.ObjectCode.from_file(path [, kind]) */
