@@ -1,34 +1,46 @@
-/* cache.c: the persistent compile cache, and the SHA-256 that keys it.
+/* cache.c: the program cache, on disk: cuda.ProgramCache and the automatic
+ * compile cache, one machinery for both.
  *
- * program.c hashes everything that determines a compile's output (source,
- * NVRTC options, target, NVRTC version) into a 32-byte key and asks this
- * file for the entry. Entries live in one directory:
+ * A cache is a directory with one file per key, named by the SHA-256 of the
+ * key in hex. program.c makes keys (cuda.program_cache_key) from
+ * everything that determines a compile's output; a ProgramCache takes any
+ * string. The automatic cache, used by prog:compile unless given one, is a
+ * ProgramCache whose directory comes from the environment:
  *
  *     CUDALUA_CACHE=off          no cache at all
  *     CUDALUA_CACHE=DIR          DIR
  *     XDG_CACHE_HOME=DIR         DIR/cudalua
  *     otherwise                  $HOME/.cache/cudalua
  *
- * one file per key, named by the key in hex. A file is a 96-byte header
- * followed by the payload (the code, then the compile log):
+ * A file is a 96-byte header followed by the payload (the code, the compile
+ * log, then the name expressions as "expr\0lowered\0" pairs):
  *
- *     0   "CLCACHE1"             magic and format version
+ *     0   "CLCACHE2"             magic and format version
  *     8   u64 code length        little-endian
  *     16  u64 log length
- *     24  u32 kind               index into cl_code_kinds
- *     28  u32 0                  reserved
- *     32  key[32]                the key the entry was stored under
- *     64  sha256(code .. log)    the payload checksum
+ *     24  u64 names length
+ *     32  u32 kind               index into cl_code_kinds
+ *     36  u32 0                  reserved
+ *     40  sha256(key)[32]        the key the entry was stored under
+ *     72  u64 xxh64(payload)     the payload checksum, seed 0
+ *     80  16 zero bytes          reserved
  *
- * A truncated, corrupted or misplaced file fails these checks, counts as
- * corrupt, and is rewritten by the compile that follows. Writes go to a
- * temporary file in the same directory, renamed over the entry, so readers
- * never see half an entry. A cache that cannot be read or written never
- * fails a compile: the failure is counted and the compile goes on.
+ * The key is a cryptographic hash (nettle's SHA-256, over a few kilobytes);
+ * the payload, up to megabytes, is checked with XXH64, which finds
+ * corruption at memory speed: a hit costs a file read. A truncated,
+ * corrupted or misplaced file fails these checks, counts as corrupt, is
+ * removed, and is a miss. Writes go to a temporary file in the same
+ * directory, renamed over the entry, so readers never see half an entry. A
+ * cache that cannot be read or written never fails a compile: the failure
+ * is counted and the compile goes on.
  *
- * The key does not cover headers pulled in with #include from
+ * Hits set an entry's modification time, so it records the last use: past
+ * max_size, a store removes the least recently used entries first.
+ *
+ * The automatic key does not cover headers pulled in with #include from
  * include_path: change a define, or set CUDALUA_CACHE=off, while editing
  * headers. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -37,109 +49,51 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <nettle/sha2.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "cl.h"
 
-/* --- SHA-256 (FIPS 180-4) ------------------------------------------------ */
-
-static const uint32_t round_constants[64] = {
-  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-  0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-  0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-  0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-  0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-static uint32_t load_be32(const unsigned char *p)
-{
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void compress(uint32_t state[8], const unsigned char block[64])
-{
-  uint32_t w[64], v[8];
-  for (int i = 0; i < 16; i++)
-    w[i] = load_be32(block + 4 * i);
-  for (int i = 16; i < 64; i++) {
-    uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  memcpy(v, state, sizeof v);
-  for (int i = 0; i < 64; i++) {
-    uint32_t e = v[4], a = v[0];
-    uint32_t t1 = v[7] + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & v[5]) ^ (~e & v[6])) +
-                  round_constants[i] + w[i];
-    uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & v[1]) ^ (a & v[2]) ^ (v[1] & v[2]));
-    memmove(v + 1, v, 7 * sizeof v[0]);
-    v[4] += t1;
-    v[0] = t1 + t2;
-  }
-  for (int i = 0; i < 8; i++)
-    state[i] += v[i];
-}
-
-void cl_hash_init(cl_Hash *h)
-{
-  static const uint32_t initial[8] = {
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-  };
-  memcpy(h->state, initial, sizeof initial);
-  h->total = 0;
-  h->used = 0;
-}
-
-void cl_hash_update(cl_Hash *h, const void *data, size_t len)
-{
-  const unsigned char *p = data;
-  h->total += len;
-  while (len > 0) {
-    size_t n = 64 - h->used < len ? 64 - h->used : len;
-    memcpy(h->block + h->used, p, n);
-    h->used += n;
-    p += n;
-    len -= n;
-    if (h->used == 64) {
-      compress(h->state, h->block);
-      h->used = 0;
-    }
-  }
-}
-
-void cl_hash_final(cl_Hash *h, unsigned char out[CL_HASH_SIZE])
-{
-  uint64_t bits = h->total * 8;
-  unsigned char pad[72] = {0x80};
-  size_t padlen = (h->used < 56 ? 56 : 120) - h->used;
-  for (size_t i = 0; i < 8; i++)
-    pad[padlen + i] = (unsigned char)(bits >> (56 - 8 * i));
-  cl_hash_update(h, pad, padlen + 8);
-  for (int i = 0; i < 8; i++)
-    for (int j = 0; j < 4; j++)
-      out[4 * i + j] = (unsigned char)(h->state[i] >> (24 - 8 * j));
-}
-
-/* --- where the cache lives -------------------------------------------------- */
-
 #define HEADER_SIZE 96
-#define MAGIC "CLCACHE1"
+#define MAGIC "CLCACHE2"
 #define ENTRY_LIMIT ((size_t)1 << 30)   /* larger files are not ours */
+#define SUFFIX ".entry"
 
-static struct {
-  lua_Integer hits, misses, writes, corrupt, errors;
-} stats;
+/* --- keys -------------------------------------------------------------------- */
 
-/* The cache directory into dir; 0 when the cache is off or has no home. */
-static int cache_dir(char *dir, size_t size)
+void cl_sha256(const void *data, size_t len, unsigned char out[CL_HASH_SIZE])
+{
+  struct sha256_ctx ctx;
+  sha256_init(&ctx);
+  sha256_update(&ctx, len, data);
+  sha256_digest(&ctx, CL_HASH_SIZE, out);
+}
+
+void cl_hex(const unsigned char *bytes, size_t n, char *out)
+{
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[bytes[i] >> 4];
+    out[2 * i + 1] = digits[bytes[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+/* --- where entries live ---------------------------------------------------------- */
+
+static cl_ProgramCache automatic;
+
+/* The automatic cache's directory, from the environment, read at each use
+ * (a script may change it); NULL when the cache is off or has no home. */
+cl_ProgramCache *cl_default_cache(void)
 {
   const char *env = getenv("CUDALUA_CACHE");
+  char *dir = automatic.dir;
+  size_t size = sizeof automatic.dir;
   int n;
   if (env && strcmp(env, "off") == 0)
-    return 0;
+    return NULL;
   if (env && *env)
     n = snprintf(dir, size, "%s", env);
   else if ((env = getenv("XDG_CACHE_HOME")) && env[0] == '/')   /* XDG: absolute only */
@@ -147,28 +101,23 @@ static int cache_dir(char *dir, size_t size)
   else if ((env = getenv("HOME")) && *env)
     n = snprintf(dir, size, "%s/.cache/cudalua", env);
   else
-    return 0;
-  return n > 0 && (size_t)n < size;
+    return NULL;
+  return n > 0 && (size_t)n < size ? &automatic : NULL;
 }
 
-static int entry_path(char *path, size_t size, const unsigned char key[CL_HASH_SIZE])
+static int entry_path(char *path, size_t size, const char *dir,
+                      const unsigned char digest[CL_HASH_SIZE])
 {
-  char dir[4096];
-  if (!cache_dir(dir, sizeof dir))
-    return 0;
-  int n = snprintf(path, size, "%s/", dir);
-  if (n < 0 || (size_t)n + 2 * CL_HASH_SIZE + sizeof ".entry" > size)
-    return 0;
-  for (int i = 0; i < CL_HASH_SIZE; i++)
-    n += snprintf(path + n, size - (size_t)n, "%02x", key[i]);
-  snprintf(path + n, size - (size_t)n, ".entry");
-  return 1;
+  char hex[2 * CL_HASH_SIZE + 1];
+  cl_hex(digest, CL_HASH_SIZE, hex);
+  int n = snprintf(path, size, "%s/%s" SUFFIX, dir, hex);
+  return n > 0 && (size_t)n < size;
 }
 
 /* mkdir -p: 1 when dir exists (or was made) as a directory. */
 static int make_dirs(const char *dir)
 {
-  char p[4096];
+  char p[CL_CACHE_PATH_MAX];
   struct stat st;
   if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
     return 0;
@@ -185,58 +134,62 @@ static int make_dirs(const char *dir)
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* --- reading ------------------------------------------------------------- */
+/* --- reading ----------------------------------------------------------------- */
 
-/* 1 when buf (size bytes) is a sound entry for key and kind. */
+/* 1 when buf (size bytes) is a sound entry stored under digest. */
 static int entry_is_sound(const unsigned char *buf, size_t size,
-                          const unsigned char key[CL_HASH_SIZE], int kind)
+                          const unsigned char digest[CL_HASH_SIZE])
 {
-  unsigned char sum[CL_HASH_SIZE];
-  cl_Hash h;
   if (size < HEADER_SIZE || memcmp(buf, MAGIC, 8) != 0)
     return 0;
-  uint64_t code_len = cl_load_le(buf + 8, 8), log_len = cl_load_le(buf + 16, 8);
-  if (code_len > size || log_len > size || HEADER_SIZE + code_len + log_len != size)
+  uint64_t code_len = cl_load_le(buf + 8, 8), log_len = cl_load_le(buf + 16, 8),
+           names_len = cl_load_le(buf + 24, 8);
+  if (code_len > size || log_len > size || names_len > size ||
+      HEADER_SIZE + code_len + log_len + names_len != size)
     return 0;
-  if (cl_load_le(buf + 24, 4) != (uint64_t)kind || memcmp(buf + 32, key, CL_HASH_SIZE) != 0)
+  if (cl_load_le(buf + 32, 4) >= CL_NKINDS || memcmp(buf + 40, digest, CL_HASH_SIZE) != 0)
     return 0;
-  cl_hash_init(&h);
-  cl_hash_update(&h, buf + HEADER_SIZE, size - HEADER_SIZE);
-  cl_hash_final(&h, sum);
-  return memcmp(sum, buf + 64, CL_HASH_SIZE) == 0;
+  return XXH64(buf + HEADER_SIZE, size - HEADER_SIZE, 0) == cl_load_le(buf + 72, 8);
 }
 
-/* On a hit, push the code and the log and return 1; else push nothing and
- * return 0. Counts hits, misses and corrupt entries; never raises except
- * for lack of memory. */
-int cl_cache_lookup(lua_State *L, const unsigned char key[CL_HASH_SIZE], int kind)
+/* On a hit, push the code, the log and the names string and return the
+ * code's kind; else push nothing and return -1. Counts hits, misses and
+ * corrupt entries (which it removes); never raises except for lack of
+ * memory. */
+int cl_cache_get(lua_State *L, cl_ProgramCache *c, const char *key, size_t key_len)
 {
-  char path[4200];
+  char path[CL_CACHE_PATH_MAX + 80];
+  unsigned char digest[CL_HASH_SIZE];
   size_t size = 0;
-  if (!entry_path(path, sizeof path, key))
-    return 0;
+  cl_sha256(key, key_len, digest);
+  if (!entry_path(path, sizeof path, c->dir, digest))
+    return -1;
   unsigned char *buf = cl_push_file(L, path, ENTRY_LIMIT, &size);
   if (!buf) {
     if (errno != ENOENT && errno != ENOTDIR)
-      stats.errors++;
-    stats.misses++;
-    return 0;
+      c->stats.errors++;
+    c->stats.misses++;
+    return -1;
   }
-  if (!entry_is_sound(buf, size, key, kind)) {
+  if (!entry_is_sound(buf, size, digest)) {
     lua_pop(L, 1);
-    stats.corrupt++;
-    stats.misses++;
-    return 0;
+    unlink(path);
+    c->stats.corrupt++;
+    c->stats.misses++;
+    return -1;
   }
-  size_t code_len = (size_t)cl_load_le(buf + 8, 8);
-  lua_pushlstring(L, (const char *)buf + HEADER_SIZE, code_len);
-  lua_pushlstring(L, (const char *)buf + HEADER_SIZE + code_len, size - HEADER_SIZE - code_len);
-  lua_remove(L, -3);
-  stats.hits++;
-  return 1;
+  size_t code_len = (size_t)cl_load_le(buf + 8, 8), log_len = (size_t)cl_load_le(buf + 16, 8);
+  const char *payload = (const char *)buf + HEADER_SIZE;
+  lua_pushlstring(L, payload, code_len);
+  lua_pushlstring(L, payload + code_len, log_len);
+  lua_pushlstring(L, payload + code_len + log_len, size - HEADER_SIZE - code_len - log_len);
+  lua_remove(L, -4);
+  utimensat(AT_FDCWD, path, NULL, 0);            /* the last use, for eviction */
+  c->stats.hits++;
+  return (int)cl_load_le(buf + 32, 4);
 }
 
-/* --- writing ------------------------------------------------------------- */
+/* --- writing ----------------------------------------------------------------- */
 
 static void store_le(unsigned char *p, uint64_t v, int nbytes)
 {
@@ -259,35 +212,36 @@ static int write_all(int fd, const void *data, size_t len)
   return 1;
 }
 
-static void make_header(unsigned char header[HEADER_SIZE], const unsigned char key[CL_HASH_SIZE],
-                        int kind, const char *code, size_t code_len, const char *log,
-                        size_t log_len)
+static void make_header(unsigned char header[HEADER_SIZE], const unsigned char digest[CL_HASH_SIZE],
+                        const cl_CacheEntry *e)
 {
-  cl_Hash h;
+  XXH64_state_t sum;
   memset(header, 0, HEADER_SIZE);
   memcpy(header, MAGIC, 8);
-  store_le(header + 8, code_len, 8);
-  store_le(header + 16, log_len, 8);
-  store_le(header + 24, (uint64_t)kind, 4);
-  memcpy(header + 32, key, CL_HASH_SIZE);
-  cl_hash_init(&h);
-  cl_hash_update(&h, code, code_len);
-  cl_hash_update(&h, log, log_len);
-  cl_hash_final(&h, header + 64);
+  store_le(header + 8, e->code_len, 8);
+  store_le(header + 16, e->log_len, 8);
+  store_le(header + 24, e->names_len, 8);
+  store_le(header + 32, (uint64_t)e->kind, 4);
+  memcpy(header + 40, digest, CL_HASH_SIZE);
+  XXH64_reset(&sum, 0);
+  XXH64_update(&sum, e->code, e->code_len);
+  XXH64_update(&sum, e->log, e->log_len);
+  XXH64_update(&sum, e->names, e->names_len);
+  store_le(header + 72, XXH64_digest(&sum), 8);
 }
 
 /* Write the entry to a temporary file beside it, then rename it into place:
  * rename is atomic, so a reader sees the old entry or the new one. */
 static int write_entry(const char *path, const unsigned char header[HEADER_SIZE],
-                       const char *code, size_t code_len, const char *log, size_t log_len)
+                       const cl_CacheEntry *e)
 {
-  char tmp[4300];
+  char tmp[CL_CACHE_PATH_MAX + 100];
   snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
   int fd = mkstemp(tmp);
   if (fd < 0)
     return 0;
-  int ok = write_all(fd, header, HEADER_SIZE) && write_all(fd, code, code_len) &&
-           write_all(fd, log, log_len);
+  int ok = write_all(fd, header, HEADER_SIZE) && write_all(fd, e->code, e->code_len) &&
+           write_all(fd, e->log, e->log_len) && write_all(fd, e->names, e->names_len);
   ok = close(fd) == 0 && ok;
   if (ok && rename(tmp, path) == 0)
     return 1;
@@ -295,21 +249,247 @@ static int write_entry(const char *path, const unsigned char header[HEADER_SIZE]
   return 0;
 }
 
-void cl_cache_store(const unsigned char key[CL_HASH_SIZE], int kind, const char *code,
-                    size_t code_len, const char *log, size_t log_len)
+/* --- what a directory holds, for size and eviction -------------------------------- */
+
+typedef struct Entry {
+  char name[2 * CL_HASH_SIZE + sizeof SUFFIX];
+  off_t size;
+  struct timespec used;
+} Entry;
+
+static int is_entry_name(const char *name)
 {
-  char dir[4096], path[4200];
-  unsigned char header[HEADER_SIZE];
-  if (!cache_dir(dir, sizeof dir) || !entry_path(path, sizeof path, key))
-    return;
-  make_header(header, key, kind, code, code_len, log, log_len);
-  if (make_dirs(dir) && write_entry(path, header, code, code_len, log, log_len))
-    stats.writes++;
-  else
-    stats.errors++;
+  size_t n = strlen(name);
+  return n == 2 * CL_HASH_SIZE + strlen(SUFFIX) && strcmp(name + 2 * CL_HASH_SIZE, SUFFIX) == 0;
 }
 
-/* --- cuda.compile_cache_stats() ------------------------------------------ */
+/* The entries of dir in a malloc'ed array (count in *n, bytes in *total);
+ * NULL with *n = 0 when there are none or the listing fails. */
+static Entry *list_entries(const char *dir, size_t *n, uint64_t *total)
+{
+  Entry *list = NULL;
+  size_t cap = 0;
+  struct stat st;
+  char path[CL_CACHE_PATH_MAX + 80];
+  *n = 0;
+  *total = 0;
+  DIR *d = opendir(dir);
+  if (!d)
+    return NULL;
+  for (struct dirent *de; (de = readdir(d)) != NULL;) {
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (!is_entry_name(de->d_name) || stat(path, &st) != 0)
+      continue;
+    if (*n == cap) {
+      Entry *grown = realloc(list, (cap = cap ? 2 * cap : 16) * sizeof *list);
+      if (!grown)
+        break;
+      list = grown;
+    }
+    snprintf(list[*n].name, sizeof list[*n].name, "%s", de->d_name);
+    list[*n].size = st.st_size;
+    list[*n].used = st.st_mtim;
+    *total += (uint64_t)st.st_size;
+    (*n)++;
+  }
+  closedir(d);
+  return list;
+}
+
+static int older_first(const void *a, const void *b)
+{
+  const struct timespec *x = &((const Entry *)a)->used, *y = &((const Entry *)b)->used;
+  if (x->tv_sec != y->tv_sec)
+    return x->tv_sec < y->tv_sec ? -1 : 1;
+  return (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+}
+
+/* Remove the least recently used entries until the cache fits max_size. */
+static void evict(cl_ProgramCache *c)
+{
+  size_t n;
+  uint64_t total;
+  char path[CL_CACHE_PATH_MAX + 80];
+  if (c->max_size <= 0)
+    return;
+  Entry *list = list_entries(c->dir, &n, &total);
+  qsort(list, n, sizeof *list, older_first);
+  for (size_t i = 0; i < n && total > (uint64_t)c->max_size; i++) {
+    snprintf(path, sizeof path, "%s/%s", c->dir, list[i].name);
+    if (unlink(path) == 0) {
+      total -= (uint64_t)list[i].size;
+      c->stats.evictions++;
+    }
+  }
+  free(list);
+}
+
+void cl_cache_put(cl_ProgramCache *c, const char *key, size_t key_len, const cl_CacheEntry *e)
+{
+  char path[CL_CACHE_PATH_MAX + 80];
+  unsigned char digest[CL_HASH_SIZE], header[HEADER_SIZE];
+  cl_sha256(key, key_len, digest);
+  if (!entry_path(path, sizeof path, c->dir, digest)) {
+    c->stats.errors++;
+    return;
+  }
+  make_header(header, digest, e);
+  if (make_dirs(c->dir) && write_entry(path, header, e))
+    c->stats.writes++;
+  else
+    c->stats.errors++;
+  evict(c);
+}
+
+/* --- cuda.ProgramCache ---------------------------------------------------------- */
+
+static cl_ProgramCache *check_cache(lua_State *L, int i)
+{
+  return cl_check_open(L, i, CL_PROGRAMCACHE);
+}
+
+cl_ProgramCache *cl_opt_program_cache(lua_State *L, int i)
+{
+  return lua_isnoneornil(L, i) ? NULL : check_cache(L, i);
+}
+
+/* cuda.ProgramCache(dir [, {max_size = bytes}]) */
+static int cuda_program_cache(lua_State *L)
+{
+  static const char *const known[] = {"max_size", NULL};
+  size_t len;
+  const char *dir = luaL_checklstring(L, 1, &len);
+  cl_check_nargs(L, 2);
+  cl_check_options(L, 2, known);
+  lua_Integer max_size = cl_opt_integer(L, 2, "max_size", 0);
+  luaL_argcheck(L, len > 0 && len < CL_CACHE_PATH_MAX, 1, "the directory name is empty or too long");
+  luaL_argcheck(L, max_size >= 0, 2, "field 'max_size' must be >= 0 (0: no limit)");
+  cl_ProgramCache *c = lua_newuserdatauv(L, sizeof *c, 0);
+  memset(c, 0, sizeof *c);
+  memcpy(c->dir, dir, len + 1);
+  c->max_size = max_size;
+  luaL_setmetatable(L, CL_PROGRAMCACHE);
+  return 1;
+}
+
+/* Names table (expr -> lowered) at ti as "expr\0lowered\0" pairs, pushed. */
+static void push_names_string(lua_State *L, int ti)
+{
+  luaL_Buffer b;
+  ti = lua_absindex(L, ti);
+  luaL_buffinit(L, &b);
+  if (lua_istable(L, ti)) {
+    lua_pushnil(L);
+    while (lua_next(L, ti)) {
+      size_t n;
+      const char *s = lua_tolstring(L, -2, &n);
+      luaL_addlstring(&b, s, n + 1);
+      s = lua_tolstring(L, -1, &n);
+      luaL_addlstring(&b, s, n + 1);
+      lua_pop(L, 1);
+    }
+  }
+  luaL_pushresult(&b);
+}
+
+void cl_push_names_table(lua_State *L, const char *s, size_t n)
+{
+  lua_newtable(L);
+  const char *end = s + n;
+  while (s < end) {
+    const char *lowered = s + strlen(s) + 1;
+    if (lowered >= end)
+      break;
+    lua_pushstring(L, lowered);
+    lua_setfield(L, -2, s);
+    s = lowered + strlen(lowered) + 1;
+  }
+}
+
+/* Store code (code, kind), log and names table (at namesi, or nil). */
+void cl_cache_put_lua(lua_State *L, cl_ProgramCache *c, int keyi, int codei, int kind,
+                      int logi, int namesi)
+{
+  cl_CacheEntry e = {.kind = kind};
+  size_t key_len;
+  namesi = lua_absindex(L, namesi);
+  const char *key = lua_tolstring(L, keyi, &key_len);
+  e.code = lua_tolstring(L, codei, &e.code_len);
+  e.log = lua_tolstring(L, logi, &e.log_len);
+  push_names_string(L, namesi);
+  e.names = lua_tolstring(L, -1, &e.names_len);
+  cl_cache_put(c, key, key_len, &e);
+  lua_pop(L, 1);
+}
+
+/* pc:get(key) -> cuda.ObjectCode, or nil on a miss */
+static int cache_get(lua_State *L)
+{
+  cl_ProgramCache *c = check_cache(L, 1);
+  size_t key_len;
+  const char *key = luaL_checklstring(L, 2, &key_len);
+  cl_check_nargs(L, 2);
+  int kind = cl_cache_get(L, c, key, key_len);
+  if (kind < 0) {
+    lua_pushnil(L);
+    return 1;
+  }
+  size_t names_len;
+  const char *names = lua_tolstring(L, -1, &names_len);
+  cl_push_names_table(L, names, names_len);
+  cl_push_objectcode(L, -4, kind);
+  cl_objectcode_set_names(L, -1, -2);
+  return 1;
+}
+
+/* pc:store(key, obj) */
+static int cache_store(lua_State *L)
+{
+  cl_ProgramCache *c = check_cache(L, 1);
+  luaL_checkstring(L, 2);
+  cl_ObjectCode *o = cl_check_objectcode(L, 3);
+  cl_check_nargs(L, 3);
+  lua_pushliteral(L, "");                         /* 4: an ObjectCode keeps no log */
+  cl_objectcode_push_code(L, 3);                  /* 5 */
+  cl_objectcode_push_names(L, 3);                 /* 6 */
+  cl_cache_put_lua(L, c, 2, 5, o->kind, 4, 6);
+  return 0;
+}
+
+/* pc:clear(): remove every entry (and any temporary file left behind). */
+static int cache_clear(lua_State *L)
+{
+  cl_ProgramCache *c = check_cache(L, 1);
+  char path[CL_CACHE_PATH_MAX + 300];
+  cl_check_nargs(L, 1);
+  DIR *d = opendir(c->dir);
+  if (!d)
+    return 0;
+  for (struct dirent *de; (de = readdir(d)) != NULL;) {
+    if (!is_entry_name(de->d_name) && !strstr(de->d_name, SUFFIX ".tmp."))
+      continue;
+    snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  return 0;
+}
+
+static int cache_close(lua_State *L)
+{
+  cl_ProgramCache *c = luaL_checkudata(L, 1, CL_PROGRAMCACHE);
+  c->closed = 1;
+  return 0;
+}
+
+static int cache_tostring(lua_State *L)
+{
+  cl_ProgramCache *c = luaL_checkudata(L, 1, CL_PROGRAMCACHE);
+  if (c->closed)
+    return cl_push_closed_name(L, CL_PROGRAMCACHE);
+  lua_pushfstring(L, "cuda.ProgramCache(%s)", c->dir);
+  return 1;
+}
 
 static void set_count(lua_State *L, const char *field, lua_Integer v)
 {
@@ -317,24 +497,74 @@ static void set_count(lua_State *L, const char *field, lua_Integer v)
   lua_setfield(L, -2, field);
 }
 
-/* {hits, misses, writes, corrupt, errors, enabled, dir}: counts for this
- * process; dir is where entries go now (false when the cache is off). */
-int cl_cache_stats(lua_State *L)
+static void push_stats(lua_State *L, const cl_CacheStats *s)
 {
-  char dir[4096];
-  int enabled = cache_dir(dir, sizeof dir);
-  lua_createtable(L, 0, 7);
-  set_count(L, "hits", stats.hits);
-  set_count(L, "misses", stats.misses);
-  set_count(L, "writes", stats.writes);
-  set_count(L, "corrupt", stats.corrupt);
-  set_count(L, "errors", stats.errors);
-  lua_pushboolean(L, enabled);
+  set_count(L, "hits", s->hits);
+  set_count(L, "misses", s->misses);
+  set_count(L, "writes", s->writes);
+  set_count(L, "corrupt", s->corrupt);
+  set_count(L, "errors", s->errors);
+  set_count(L, "evictions", s->evictions);
+}
+
+/* The bytes of the entries in dir. */
+static lua_Integer dir_size(const char *dir)
+{
+  size_t n;
+  uint64_t total;
+  free(list_entries(dir, &n, &total));
+  return (lua_Integer)total;
+}
+
+static int cache_fields(lua_State *L)
+{
+  cl_ProgramCache *c = check_cache(L, 1);
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "size") == 0)
+    lua_pushinteger(L, dir_size(c->dir));
+  else if (strcmp(key, "dir") == 0)
+    lua_pushstring(L, c->dir);
+  else if (strcmp(key, "max_size") == 0)
+    lua_pushinteger(L, (lua_Integer)c->max_size);
+  else {                                          /* hits, misses, evictions, ... */
+    lua_newtable(L);
+    push_stats(L, &c->stats);
+    lua_getfield(L, -1, key);
+  }
+  return 1;
+}
+
+/* cuda.compile_cache_stats(): {hits, misses, writes, corrupt, errors,
+ * evictions, enabled, dir}: the automatic cache's counts for this process;
+ * dir is where entries go now (false when the cache is off). */
+static int cuda_compile_cache_stats(lua_State *L)
+{
+  cl_ProgramCache *c = cl_default_cache();
+  lua_createtable(L, 0, 8);
+  push_stats(L, &automatic.stats);
+  lua_pushboolean(L, c != NULL);
   lua_setfield(L, -2, "enabled");
-  if (enabled)
-    lua_pushstring(L, dir);
+  if (c)
+    lua_pushstring(L, c->dir);
   else
     lua_pushboolean(L, 0);
   lua_setfield(L, -2, "dir");
   return 1;
+}
+
+void cl_open_cache(lua_State *L)
+{
+  static const luaL_Reg meta[] = {
+    {"__close", cache_close}, {"__tostring", cache_tostring}, {NULL, NULL}
+  };
+  static const luaL_Reg methods[] = {
+    {"get", cache_get}, {"store", cache_store}, {"clear", cache_clear},
+    {"close", cache_close}, {NULL, NULL}
+  };
+  static const luaL_Reg functions[] = {
+    {"ProgramCache", cuda_program_cache}, {"compile_cache_stats", cuda_compile_cache_stats},
+    {NULL, NULL}
+  };
+  cl_new_type(L, CL_PROGRAMCACHE, meta, methods, cache_fields);
+  cl_setfuncs(L, functions);
 }

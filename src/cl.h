@@ -181,6 +181,8 @@ void cl_scalar_store(lua_State *L, int i, cl_DType t, cl_Scalar *sc);
 /* --- programs (program.c), object code and kernels (module.c) ----------- */
 
 #define CL_MAX_PARAMS 64
+#define CL_PROGRAMCACHE "cuda.ProgramCache"
+#define CL_LINKER       "cuda.Linker"
 
 typedef struct cl_ObjectCode {
   int closed;
@@ -188,8 +190,11 @@ typedef struct cl_ObjectCode {
   int kind;                     /* index into cl_code_kinds */
 } cl_ObjectCode;                /* user value 1: the code, a Lua string */
 
-enum { CL_CUBIN, CL_PTX, CL_FATBIN };
-extern const char *const cl_code_kinds[];   /* "cubin", "ptx", "fatbin", NULL */
+/* The loadable kinds first: the driver loads cubin, PTX and fatbin; LTO-IR,
+ * host objects and libraries only go into a cuda.Linker. */
+enum { CL_CUBIN, CL_PTX, CL_FATBIN, CL_LTOIR, CL_OBJECT, CL_LIBRARY, CL_NKINDS };
+#define CL_NLOADABLE CL_LTOIR
+extern const char *const cl_code_kinds[];   /* "cubin", "ptx", ..., NULL */
 
 /* NULL when code[0..n) is object code of kind *kind that the driver can
  * load without reading past it, else why not (written into why). A kind
@@ -197,6 +202,12 @@ extern const char *const cl_code_kinds[];   /* "cubin", "ptx", "fatbin", NULL */
 const char *cl_code_problem(const char *code, size_t n, int *kind, char *why, size_t size);
 /* Push a new ObjectCode over the code string at index codei. */
 cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind);
+cl_ObjectCode *cl_check_objectcode(lua_State *L, int i);
+void cl_objectcode_push_code(lua_State *L, int oi);
+/* The name expressions: a table of expression -> lowered (mangled) name,
+ * or nil; get_kernel resolves through it. */
+void cl_objectcode_set_names(lua_State *L, int oi, int ti);
+void cl_objectcode_push_names(lua_State *L, int oi);
 
 typedef struct cl_Kernel {
   int closed;
@@ -214,28 +225,65 @@ cl_Kernel *cl_check_kernel(lua_State *L, int i);
 /* The CUfunction of k for device d (whose context is current). */
 CUfunction cl_kernel_function(lua_State *L, cl_Kernel *k, cl_Device *d);
 
-/* --- the compile cache and its hash (cache.c) ----------------------------- */
+/* An option that maps to a compiler or linker flag: a boolean gives flag
+ * or on_false (NULL: no flag); an integer or a string is appended to flag;
+ * a list (of strings or integers) adds flag once per item. */
+typedef enum { CL_OPT_BOOL, CL_OPT_INT, CL_OPT_STRING, CL_OPT_STRINGS, CL_OPT_INTS } cl_OptionType;
+typedef struct cl_NamedOption {
+  const char *name;
+  cl_OptionType type;
+  const char *flag;
+  const char *on_false;
+} cl_NamedOption;
+/* Append to the list at index list the flags of the options o[0..n) given
+ * in the option table at opti, type-checked. */
+void cl_add_named_options(lua_State *L, int opti, int list, const cl_NamedOption *o, size_t n);
+
+/* "sm_XY": the option 'arch' of the table at opti, pushed ("90" means
+ * "sm_90"), else the current device's; raises, naming who needs it
+ * (cuda.Program, cuda.Linker), when there is none. */
+const char *cl_push_arch(lua_State *L, int opti, const char *who);
+
+/* --- the program cache (cache.c) ------------------------------------------ */
 
 #define CL_HASH_SIZE 32
+#define CL_CACHE_PATH_MAX 4096
 
-typedef struct cl_Hash {
-  uint32_t state[8];
-  uint64_t total;               /* bytes hashed so far */
-  unsigned char block[64];
-  size_t used;                  /* bytes waiting in block */
-} cl_Hash;
+/* SHA-256 of data, and bytes as lowercase hex (out holds 2n + 1). */
+void cl_sha256(const void *data, size_t len, unsigned char out[CL_HASH_SIZE]);
+void cl_hex(const unsigned char *bytes, size_t n, char *out);
 
-/* SHA-256 */
-void cl_hash_init(cl_Hash *h);
-void cl_hash_update(cl_Hash *h, const void *data, size_t len);
-void cl_hash_final(cl_Hash *h, unsigned char out[CL_HASH_SIZE]);
-/* On a hit, push the code and the log and return 1; else return 0. */
-int cl_cache_lookup(lua_State *L, const unsigned char key[CL_HASH_SIZE], int kind);
+typedef struct cl_CacheStats {
+  lua_Integer hits, misses, writes, corrupt, errors, evictions;
+} cl_CacheStats;
+
+typedef struct cl_ProgramCache {
+  int closed;
+  lua_Integer max_size;         /* bytes; 0 for no limit */
+  cl_CacheStats stats;
+  char dir[CL_CACHE_PATH_MAX];
+} cl_ProgramCache;
+
+typedef struct cl_CacheEntry {
+  int kind;
+  const char *code, *log, *names;
+  size_t code_len, log_len, names_len;
+} cl_CacheEntry;
+
+/* The automatic cache (CUDALUA_CACHE...), NULL when it is off. */
+cl_ProgramCache *cl_default_cache(void);
+cl_ProgramCache *cl_opt_program_cache(lua_State *L, int i);   /* NULL for nil */
+/* On a hit, push the code, the log and the names ("expr\0lowered\0"...)
+ * and return the kind; else push nothing and return -1. Never raises but
+ * for memory. */
+int cl_cache_get(lua_State *L, cl_ProgramCache *c, const char *key, size_t key_len);
 /* Store an entry; failures are counted in the stats, never raised. */
-void cl_cache_store(const unsigned char key[CL_HASH_SIZE], int kind, const char *code,
-                    size_t code_len, const char *log, size_t log_len);
-/* cuda.compile_cache_stats() */
-int cl_cache_stats(lua_State *L);
+void cl_cache_put(cl_ProgramCache *c, const char *key, size_t key_len, const cl_CacheEntry *e);
+/* The same from the stack: key, code, log strings, names table or nil. */
+void cl_cache_put_lua(lua_State *L, cl_ProgramCache *c, int keyi, int codei, int kind,
+                      int logi, int namesi);
+/* Push the names table a names string stands for. */
+void cl_push_names_table(lua_State *L, const char *s, size_t n);
 
 /* --- reading files (file.c) ---------------------------------------------- */
 
@@ -357,6 +405,8 @@ void cl_open_view(lua_State *L);
 void cl_open_dtype(lua_State *L);
 void cl_open_program(lua_State *L);
 void cl_open_module(lua_State *L);
+void cl_open_cache(lua_State *L);
+void cl_open_linker(lua_State *L);
 void cl_open_launch(lua_State *L);
 void cl_open_graph(lua_State *L);
 void cl_open_term(lua_State *L);
@@ -403,5 +453,17 @@ void cl_push_device_resources(lua_State *L, int devi);
 void cl_open_context(lua_State *L);
 
 int luaopen_cuda(lua_State *L);
+
+/* --- arguments ------------------------------------------------------------ */
+
+/* Raise "bad argument #N (unexpected argument ...)" when a function that
+ * takes at most `most` arguments got a non-nil one past them. */
+static inline void cl_check_nargs(lua_State *L, int most)
+{
+  for (int i = lua_gettop(L); i > most; i--)
+    if (!lua_isnil(L, i))
+      luaL_argerror(L, i, lua_pushfstring(L, "unexpected argument (a %s)",
+                                          luaL_typename(L, i)));
+}
 
 #endif

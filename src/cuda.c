@@ -37,6 +37,8 @@ int luaopen_cuda(lua_State *L)
   cl_open_view(L);
   cl_open_program(L);
   cl_open_module(L);
+  cl_open_cache(L);
+  cl_open_linker(L);
   cl_open_launch(L);
   cl_open_graph(L);
   cl_open_term(L);

@@ -16,12 +16,14 @@
 
 #include "cl.h"
 
-const char *const cl_code_kinds[] = {"cubin", "ptx", "fatbin", NULL};
+const char *const cl_code_kinds[] = {"cubin", "ptx", "fatbin", "ltoir", "object", "library",
+                                     NULL};
 
 #define FILE_LIMIT ((size_t)1 << 30)
 
-/* ObjectCode user values: 1 the code (see cl.h), 2 its kernels (weak keys) */
-enum { OBJ_CODE = 1, OBJ_KERNELS, OBJ_NUV = OBJ_KERNELS };
+/* ObjectCode user values: 1 the code (see cl.h), 2 its kernels (weak
+ * keys), 3 its name expressions (expression -> lowered name) or nil */
+enum { OBJ_CODE = 1, OBJ_KERNELS, OBJ_NAMES, OBJ_NUV = OBJ_NAMES };
 
 /* Kernel user values: 1 the ObjectCode (see cl.h), 2 the full name */
 enum { KERNEL_OBJ = 1, KERNEL_NAME, KERNEL_NUV = KERNEL_NAME };
@@ -43,6 +45,8 @@ static int fits(uint64_t offset, uint64_t size, size_t n)
 #define ELF64_HEADER_SIZE 64
 #define EM_CUDA 190
 #define FATBIN_MAGIC 0xBA55ED50u
+#define LTOIR_MAGIC 0x7F4E43EDu
+#define AR_MAGIC "!<arch>\n"
 
 /* An ELF64 header table: where the ELF header says it is, and where each
  * entry says its bytes are. */
@@ -140,8 +144,35 @@ static const char *ptx_problem(const unsigned char *s, size_t n, char *why, size
   return why;
 }
 
+/* LTO-IR, host objects and libraries are never loaded by the driver, only
+ * handed to nvJitLink with their length: a check of the magic suffices. */
+static const char *ltoir_problem(const unsigned char *s, size_t n, char *why, size_t size)
+{
+  if (n >= 4 && cl_load_le(s, 4) == LTOIR_MAGIC)
+    return NULL;
+  snprintf(why, size, "not LTO-IR: it does not start with the magic 0x%X", LTOIR_MAGIC);
+  return why;
+}
+
+static const char *object_problem(const unsigned char *s, size_t n, char *why, size_t size)
+{
+  if (n >= 4 && memcmp(s, ELF_MAGIC, 4) == 0)
+    return NULL;
+  snprintf(why, size, "not a host object: it does not start with the ELF magic \\x7fELF");
+  return why;
+}
+
+static const char *library_problem(const unsigned char *s, size_t n, char *why, size_t size)
+{
+  if (n >= 8 && memcmp(s, AR_MAGIC, 8) == 0)
+    return NULL;
+  snprintf(why, size, "not a library: it does not start with the archive magic !<arch>");
+  return why;
+}
+
 typedef const char *(*CodeCheck)(const unsigned char *, size_t, char *, size_t);
-static const CodeCheck code_checks[] = {cubin_problem, ptx_problem, fatbin_problem};
+static const CodeCheck code_checks[CL_NKINDS] = {cubin_problem, ptx_problem, fatbin_problem,
+                                                 ltoir_problem, object_problem, library_problem};
 
 const char *cl_code_problem(const char *code, size_t n, int *kind, char *why, size_t size)
 {
@@ -151,11 +182,16 @@ const char *cl_code_problem(const char *code, size_t n, int *kind, char *why, si
       *kind = CL_CUBIN;
     else if (n >= 4 && cl_load_le(s, 4) == FATBIN_MAGIC)
       *kind = CL_FATBIN;
+    else if (n >= 4 && cl_load_le(s, 4) == LTOIR_MAGIC)
+      *kind = CL_LTOIR;
+    else if (n >= 8 && memcmp(s, AR_MAGIC, 8) == 0)
+      *kind = CL_LIBRARY;
     else if (has_version(s))
       *kind = CL_PTX;
     else {
       snprintf(why, size, "not CUDA object code: a cubin starts with \\x7fELF, a fatbin "
-               "with 0x%X, PTX is text with a .version directive", FATBIN_MAGIC);
+               "with 0x%X, LTO-IR with 0x%X, a library with !<arch>, PTX is text with a "
+               ".version directive", FATBIN_MAGIC, LTOIR_MAGIC);
       return why;
     }
   }
@@ -193,9 +229,41 @@ static void push_kernel_list(lua_State *L, CUlibrary lib)
 
 /* --- cuda.ObjectCode ------------------------------------------------------- */
 
-static cl_ObjectCode *check_objectcode(lua_State *L, int i)
+cl_ObjectCode *cl_check_objectcode(lua_State *L, int i)
 {
   return cl_check_open(L, i, CL_OBJECTCODE);
+}
+
+void cl_objectcode_push_code(lua_State *L, int oi)
+{
+  lua_getiuservalue(L, oi, OBJ_CODE);
+}
+
+void cl_objectcode_set_names(lua_State *L, int oi, int ti)
+{
+  oi = lua_absindex(L, oi);
+  lua_pushvalue(L, ti);
+  lua_setiuservalue(L, oi, OBJ_NAMES);
+}
+
+void cl_objectcode_push_names(lua_State *L, int oi)
+{
+  lua_getiuservalue(L, oi, OBJ_NAMES);
+}
+
+/* A copy of the name expressions, so callers cannot change what get_kernel
+ * resolves through. */
+static void push_names_copy(lua_State *L, int oi)
+{
+  if (lua_getiuservalue(L, oi, OBJ_NAMES) != LUA_TTABLE)
+    return;
+  lua_newtable(L);
+  lua_pushnil(L);
+  while (lua_next(L, -3)) {
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, -4);
+  }
 }
 
 cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind)
@@ -219,22 +287,38 @@ static int opt_kind(lua_State *L, int i)
   for (int k = 0; cl_code_kinds[k]; k++)
     if (strcmp(name, cl_code_kinds[k]) == 0)
       return k;
-  return luaL_argerror(L, i, lua_pushfstring(L, "kind must be \"cubin\", \"ptx\" or \"fatbin\", "
-                                             "got '%s'", name));
+  return luaL_argerror(L, i, lua_pushfstring(L, "kind must be \"cubin\", \"ptx\", \"fatbin\", "
+                                             "\"ltoir\", \"object\" or \"library\", got '%s'", name));
 }
 
-/* cuda.ObjectCode.from_data(bytes [, kind]): kind is detected when omitted. */
-static int objectcode_from_data(lua_State *L)
+/* The string argument 1 as an ObjectCode of kind (< 0: detected), pushed
+ * once it passes the bounds check. */
+static int push_checked_code(lua_State *L, int kind)
 {
   char why[160];
   size_t n;
   luaL_checktype(L, 1, LUA_TSTRING);
   const char *code = lua_tolstring(L, 1, &n);
-  int kind = opt_kind(L, 2);
   if (cl_code_problem(code, n, &kind, why, sizeof why))
     return luaL_argerror(L, 1, why);
   cl_push_objectcode(L, 1, kind);
   return 1;
+}
+
+/* cuda.ObjectCode.from_data(bytes [, kind]): kind is detected when omitted. */
+static int objectcode_from_data(lua_State *L)
+{
+  int kind = opt_kind(L, 2);
+  cl_check_nargs(L, 2);
+  return push_checked_code(L, kind);
+}
+
+/* cuda.ObjectCode.from_cubin(bytes), from_ptx, from_fatbin, from_ltoir,
+ * from_object, from_library: the kind is the upvalue. */
+static int objectcode_from_kind(lua_State *L)
+{
+  cl_check_nargs(L, 1);
+  return push_checked_code(L, (int)lua_tointeger(L, lua_upvalueindex(1)));
 }
 
 /* cuda.ObjectCode.from_file(path [, kind]) */
@@ -244,6 +328,7 @@ static int objectcode_from_file(lua_State *L)
   size_t n = 0;
   const char *path = luaL_checkstring(L, 1);
   int kind = opt_kind(L, 2);
+  cl_check_nargs(L, 2);
   const char *buf = cl_push_file(L, path, FILE_LIMIT, &n);
   if (!buf)
     return luaL_error(L, "cannot read object code from '%s': %s", path, strerror(errno));
@@ -260,6 +345,9 @@ static void load_library(lua_State *L, int oi, cl_ObjectCode *o)
   size_t n;
   if (o->library)
     return;
+  if (o->kind >= CL_NLOADABLE)
+    luaL_error(L, "cuda.ObjectCode(%s) cannot be loaded: link it with cuda.Linker into a cubin "
+               "first", cl_code_kinds[o->kind]);
   cl_driver_load(L);
   lua_getiuservalue(L, oi, OBJ_CODE);
   const char *code = lua_tolstring(L, -1, &n);
@@ -347,14 +435,27 @@ static void push_kernel(lua_State *L, int oi, CUkernel handle, int namei)
   k->closed = 0;
 }
 
-/* obj:get_kernel(name) */
+/* The symbol for name: its lowered name when it is one of the name
+ * expressions, else name itself. */
+static const char *symbol_name(lua_State *L, int oi, const char *name)
+{
+  if (lua_getiuservalue(L, oi, OBJ_NAMES) == LUA_TTABLE && lua_getfield(L, -1, name) == LUA_TSTRING)
+    name = lua_tostring(L, -1);                   /* anchored in the names table */
+  lua_settop(L, 2);
+  return name;
+}
+
+/* obj:get_kernel(name): a kernel name, or one of the name expressions the
+ * program was compiled with ("add<float>"). */
 static int objectcode_get_kernel(lua_State *L)
 {
-  cl_ObjectCode *o = check_objectcode(L, 1);
+  cl_ObjectCode *o = cl_check_objectcode(L, 1);
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
   luaL_argcheck(L, len > 0 && strlen(name) == len, 2, "kernel name is empty or has a NUL byte");
+  cl_check_nargs(L, 2);
   load_library(L, 1, o);
+  name = symbol_name(L, 1, name);
   CUkernel handle = NULL;
   CUresult r = CL_CALL(cuLibraryGetKernel, (&handle, o->library, name));
   if (r == CUDA_ERROR_NOT_FOUND)
@@ -406,7 +507,7 @@ static int objectcode_tostring(lua_State *L)
 
 static int objectcode_fields(lua_State *L)
 {
-  cl_ObjectCode *o = check_objectcode(L, 1);
+  cl_ObjectCode *o = cl_check_objectcode(L, 1);
   const char *key = luaL_checkstring(L, 2);
   if (strcmp(key, "code") == 0)
     lua_getiuservalue(L, 1, OBJ_CODE);
@@ -415,7 +516,9 @@ static int objectcode_fields(lua_State *L)
   else if (strcmp(key, "size") == 0) {
     lua_getiuservalue(L, 1, OBJ_CODE);
     lua_pushinteger(L, (lua_Integer)lua_rawlen(L, -1));
-  } else
+  } else if (strcmp(key, "name_expressions") == 0)
+    push_names_copy(L, 1);
+  else
     lua_pushnil(L);
   return 1;
 }
@@ -576,5 +679,11 @@ void cl_open_module(lua_State *L)
   cl_new_type(L, CL_OBJECTCODE, objectcode_meta, objectcode_methods, objectcode_fields);
   cl_new_type(L, CL_KERNEL, kernel_meta, kernel_methods, kernel_fields);
   luaL_newlib(L, objectcode_functions);
+  for (int k = 0; cl_code_kinds[k]; k++) {
+    lua_pushfstring(L, "from_%s", cl_code_kinds[k]);
+    lua_pushinteger(L, k);
+    lua_pushcclosure(L, objectcode_from_kind, 1);
+    lua_rawset(L, -3);
+  }
   lua_setfield(L, -2, "ObjectCode");
 }

@@ -210,7 +210,7 @@ do
   t.raises(function() P(vs, "c++", {arch = "sm_80", extra = {true}}) end, "field 'extra' must be a list of strings", "extra with a boolean")
 
   local prog = P(vs, "c++", {arch = "sm_80"})
-  t.raises(function() prog:compile("exe") end, 'target must be "cubin" or "ptx", got \'exe\'', "unknown target")
+  t.raises(function() prog:compile("exe") end, 'target must be "cubin", "ptx" or "ltoir", got \'exe\'', "unknown target")
   t.raises(function() prog:compile() end, "string expected, got no value", "missing target")
   local ok, err = pcall(function() return P(vs, "c++", {arch = "sm_1"}):compile("cubin") end)
   t.ok(not ok and type(err) == "table" and err.name == "NVRTC_ERROR_INVALID_OPTION" and
@@ -265,7 +265,7 @@ do
   t.raises(function() O.from_data(cubin.code, "ptx") end, "not PTX", "a cubin is not PTX")
   t.raises(function() O.from_data(ptx.code, "cubin") end, "not a cubin", "PTX is not a cubin")
   t.raises(function() O.from_data(cubin.code, "fatbin") end, "not a fatbin", "a cubin is not a fatbin")
-  t.raises(function() O.from_data(cubin.code, "elf") end, 'kind must be "cubin", "ptx" or "fatbin"', "unknown kind")
+  t.raises(function() O.from_data(cubin.code, "elf") end, 'kind must be "cubin", "ptx", "fatbin", "ltoir", "object" or "library"', "unknown kind")
   t.raises(function() O.from_data(42) end, "string expected", "from_data of a number")
   t.raises(function() O.from_data("") end, "not CUDA object code", "from_data of nothing")
   local garbage = {}
