@@ -123,17 +123,24 @@ static const char *push_device_arch(lua_State *L, const char *who)
 
 const char *cl_push_arch(lua_State *L, int opti, const char *who)
 {
-  const char *arch = cl_opt_string(L, opti, "arch", NULL);
-  if (arch && arch[0] >= '0' && arch[0] <= '9')
-    return lua_pushfstring(L, "sm_%s", arch);     /* "90" means "sm_90" */
-  if (arch)
-    return lua_pushstring(L, arch);
-  return push_device_arch(L, who);
+  const char *arch = cl_opt_string(L, opti, "arch", NULL);   /* pushed */
+  if (arch == NULL) {
+    lua_pop(L, 1);
+    return push_device_arch(L, who);
+  }
+  if (arch[0] >= '0' && arch[0] <= '9')
+    lua_pushfstring(L, "sm_%s", arch);            /* "90" means "sm_90" */
+  else
+    lua_pushvalue(L, -1);
+  lua_remove(L, -2);
+  return lua_tostring(L, -1);
 }
 
 static void add_arch(lua_State *L, int opti, int list, int is_ptx)
 {
-  if (is_ptx && cl_opt_string(L, opti, "arch", NULL) == NULL)
+  int has_arch = cl_opt_string(L, opti, "arch", NULL) != NULL;
+  lua_pop(L, 1);
+  if (is_ptx && !has_arch)
     return;                                       /* PTX is not compiled */
   add_option(L, list, "--gpu-architecture=%s", cl_push_arch(L, opti, "cuda.Program"));
   lua_pop(L, 1);
@@ -198,6 +205,7 @@ static void add_named_option(lua_State *L, int opti, int list, const cl_NamedOpt
     s = cl_opt_string(L, opti, o->name, NULL);
     if (s)
       add_option(L, list, "%s%s", o->flag, s);
+    lua_pop(L, 1);
     break;
   case CL_OPT_STRINGS:
   case CL_OPT_INTS:
@@ -731,7 +739,7 @@ static int cuda_program_cache_key(lua_State *L)
   cl_check_nargs(L, 5);
   lua_settop(L, 5);
   cl_check_options(L, 3, program_options());
-  lua_pushstring(L, cl_opt_string(L, 3, "name", "default_program"));   /* 6 */
+  cl_opt_string(L, 3, "name", "default_program");                      /* 6 */
   push_nvrtc_options(L, 3, is_ptx);                                    /* 7 */
   lua_createtable(L, 0, 1);
   lua_pushvalue(L, 5);
