@@ -349,6 +349,7 @@ static void load_library(lua_State *L, int oi, cl_ObjectCode *o)
     luaL_error(L, "cuda.ObjectCode(%s) cannot be loaded: link it with cuda.Linker into a cubin "
                "first", cl_code_kinds[o->kind]);
   cl_driver_load(L);
+  cl_check_objectcode(L, oi);   /* loading the driver allocates: finalizers may run */
   lua_getiuservalue(L, oi, OBJ_CODE);
   const char *code = lua_tolstring(L, -1, &n);
   CUlibrary lib = NULL;
@@ -424,6 +425,7 @@ static void push_kernel(lua_State *L, int oi, CUkernel handle, int namei)
   k->fn_device = -1;
   k->nparams = -1;
   luaL_setmetatable(L, CL_KERNEL);
+  cl_check_objectcode(L, oi);   /* a finalizer run by the allocation may have closed it */
   k->handle = handle;
   snprintf(k->name, sizeof k->name, "%s", name);
   read_params(L, k, name);
@@ -432,6 +434,7 @@ static void push_kernel(lua_State *L, int oi, CUkernel handle, int namei)
   lua_pushvalue(L, namei);
   lua_setiuservalue(L, -2, KERNEL_NAME);
   remember_kernel(L, oi, -1);
+  cl_check_objectcode(L, oi);   /* still loaded after the Lua code above */
   k->closed = 0;
 }
 
@@ -456,6 +459,7 @@ static int objectcode_get_kernel(lua_State *L)
   cl_check_nargs(L, 2);
   load_library(L, 1, o);
   name = symbol_name(L, 1, name);
+  o = cl_check_objectcode(L, 1);    /* re-checked: the calls above can run finalizers */
   CUkernel handle = NULL;
   CUresult r = CL_CALL(cuLibraryGetKernel, (&handle, o->library, name));
   if (r == CUDA_ERROR_NOT_FOUND)
