@@ -160,9 +160,5 @@ if args.json then
     failures = sweep.failures, predicted = predicted, searched = searched, reference = reference}, {indent = 2})
 end
 local failed = sweep.failures + (searched and not searched.verified and 1 or 0)
-print()
-if failed > 0 then
-  print(("%d check(s) FAILED."):format(failed))
-  os.exit(1)
-end
-print("Every copy verified.")
+if failed > 0 then fail(("%d check(s) FAILED."):format(failed)) end
+print("\nEvery copy verified.")
