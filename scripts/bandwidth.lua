@@ -1,0 +1,164 @@
+-- Copy bandwidth over transfer sizes: each copy's fixed cost and rate, fitted, and the overlap's best chunk count
+--
+-- Sweeps copies from 4 KiB to 256 MiB over paths (H2D, D2H, both at once, device to device), host memory
+-- (pinned, pinned pool, pageable, managed) and engines (the copy engines, an SM copy kernel), verifying every
+-- copy; fits time = fixed + bytes / rate per series, and predicts from the fits how many chunks the
+-- streaming overlap pipeline should use. The sweep, the fit and the model are cuda.bandwidth.
+local cuda = require "cuda"
+local cli = require "cuda.cli"
+local bench = require "cuda.bench"
+local bandwidth = require "cuda.bandwidth"
+
+local function parse_args()
+  local parser = cli.parser("bandwidth", "Sweep copy sizes over paths, host memory and engines; fit each " ..
+    "copy's fixed cost and rate; predict the overlap pipeline's best chunk count.")
+  parser:option("--sizes", "Bytes per copy, comma-separated (4096, 4K, 64M; default 4K..256M by powers of two).")
+    :convert(bandwidth.parse_sizes)
+  parser:option("--paths", "Paths: " .. table.concat(bandwidth.PATHS, ",") .. ".", table.concat(bandwidth.PATHS, ","))
+    :convert(bandwidth.word_list(bandwidth.PATHS))
+  parser:option("--resources", "Host memory: " .. table.concat(bandwidth.RESOURCES, ",") .. ".", "pinned")
+    :convert(bandwidth.word_list(bandwidth.RESOURCES))
+  parser:option("--engines", "Engines: copy (copy engines), sm (a copy kernel).", "copy")
+    :convert(bandwidth.word_list(bandwidth.ENGINES))
+  parser:option("--runs", "Timed copies per size (median reported).", "10"):convert(cli.positive_integer)
+  parser:option("--warmup", "Untimed copies per size first.", "3"):convert(cli.positive_integer)
+  parser:option("--device", "CUDA device id.", "0"):convert(cli.device_id)
+  parser:option("--elements", "Float32 elements of the overlap problem the prediction is for.", "16000000")
+    :convert(cli.positive_integer)
+  parser:flag("--overlap", "Also search the overlap schedules (streaming_overlap --auto) and compare the " ..
+    "searched best chunk count with the predicted one.")
+  parser:option("--reference", "Path to bench/bandwidth_ref: the same sweep through the raw C driver API; " ..
+    "prints cudalua / C time ratios at every size.")
+  parser:option("--json", "Write every figure to FILE as JSON.")
+  return cli.parse(parser, arg)
+end
+
+local function fail(message)
+  io.stderr:write("bandwidth: ", message, "\n")
+  os.exit(1)
+end
+
+local function run_sweep(dev, args)
+  local sizes = args.sizes or bandwidth.default_sizes()
+  local count = #bandwidth.series_list(args.paths, args.resources, args.engines) * #sizes
+  local progress <close> = cli.progress(count, "copying")
+  local sweep = bandwidth.sweep(dev, {sizes = sizes, paths = args.paths, resources = args.resources,
+                                      engines = args.engines, runs = args.runs, warmup = args.warmup,
+                                      progress = progress})
+  progress:done()
+  print(("--- Copy bandwidth, GB/s (median of %d, every copy verified; 'both': each direction) ---"):format(args.runs))
+  print(bandwidth.format_table(sweep))
+  for _, s in ipairs(sweep.series) do
+    if s.skipped then print(("(%s skipped: %s)"):format(bandwidth.series_name(s), s.skipped)) end
+  end
+  print()
+  print("--- Fit: time = fixed + bytes / rate ---")
+  print(bandwidth.format_fits(sweep))
+  return sweep
+end
+
+-- The overlap problem's costs from the pinned copy-engine fits, or nil and why.
+local function pipeline_costs(sweep, bytes, kernel_ms)
+  local costs = {bytes = bytes, kernel_ms = kernel_ms}
+  for _, path in ipairs{"h2d", "d2h", "both"} do
+    local s = bandwidth.find(sweep, path, "pinned", "copy")
+    if not (s and s.fit) then return nil, ("the prediction needs the fit of %s pinned copy"):format(path) end
+    costs[path] = s.fit
+  end
+  return costs
+end
+
+-- The kernel's time: measured with --overlap, else the slower copy's (a balanced pipeline).
+local function predict(sweep, bytes, kernel_ms)
+  local costs, why = pipeline_costs(sweep, bytes, 0)
+  print()
+  if not costs then print("(no prediction: " .. why .. ")") return nil end
+  local assumed = not kernel_ms
+  costs.kernel_ms = kernel_ms or math.max(bandwidth.copy_ms(costs.h2d, bytes), bandwidth.copy_ms(costs.d2h, bytes))
+  local best = bandwidth.best_chunks(costs)
+  print(("--- Predicted overlap pipeline, %s each way, kernel %.3f ms%s ---"):format(cli.format_bytes(bytes),
+    costs.kernel_ms, assumed and " (assumed: the slower copy; --overlap measures it)" or " (measured)"))
+  print(("Best chunk count: %d, %.3f ms (closed form N* = %s)"):format(best.chunks, best.ms,
+    best.continuous and ("%.1f"):format(best.continuous) or "n/a"))
+  for _, n in ipairs{4, 8, 16, 24, 32, 48, 64} do
+    io.write(("  N=%d: %.3f ms"):format(n, bandwidth.pipeline_ms(costs, n)))
+  end
+  print()
+  best.kernel_ms, best.kernel_assumed = costs.kernel_ms, assumed
+  return best
+end
+
+-- streaming_overlap's problem (vector_scale on --elements float32) searched by cuda.overlap; the best
+-- copy-engine schedule is checked against the sequential schedule's output, element for element.
+local function run_overlap(dev, args)
+  local overlap = require "cuda.overlap"
+  local kernel = require("cuda.kernels").load(dev, "vector_scale.cu", "vector_scale")
+  local p = overlap.pipeline(dev, {n = args.elements, kernel = kernel, args = {cuda.f32(2.5)}, streams = 16})
+  p.buffers.h_in:view("float32"):random(0, 100, os.time() % 2^31)
+  local limits = p:limits()
+  local _, sequential = p:measure(p:bind(overlap.schedule(p.n, {kind = "sequential"})), {runs = 1})
+  p.buffers.h_out:fill(0xFF)
+  sequential(p.main)
+  p.main:sync()
+  local expected = cuda.HostMemoryResource():allocate(p.bytes):view("float32"):copy(p.buffers.h_out:view("float32"))
+  local list = overlap.candidates()
+  local found = overlap.search(p, {candidates = list, progress = cli.progress(#list, "searching schedules")})
+  local best = found.copy_engines
+  local v = p:verify(best.fn, expected, 0, 0)
+  if best.graph then best.graph:close() end
+  return {kernel_ms = limits.kernel.median, chunks = #best.sched.chunks, name = best.sched.name,
+          ms = best.stats.median, verified = v.passed, tried = best.tried}
+end
+
+local function print_overlap(searched, predicted)
+  print()
+  print(("--- Searched (streaming_overlap --auto, %d copy-engine schedules tried) ---"):format(searched.tried))
+  print(("Best copy-engine schedule: %s, %d chunks, %.3f ms; verification: %s"):format(searched.name,
+    searched.chunks, searched.ms, searched.verified and "PASSED" or "FAILED"))
+  if predicted then
+    print(("Predicted best chunk count %d (%.3f ms) against searched %d (%.3f ms)"):format(predicted.chunks,
+      predicted.ms, searched.chunks, searched.ms))
+  end
+end
+
+-- bench/bandwidth_ref's times for the pinned copy-engine series: cudalua / C at every size.
+local function compare_with_reference(args, sweep)
+  local figures, header = bench.reference(args.reference, {"--sizes", table.concat(sweep.sizes, ","),
+      "--runs", args.runs, "--warmup", args.warmup, "--device", args.device}, {"median", "min", "max"})
+  if not figures then fail(header) end
+  print()
+  print(("--- Against the raw C driver API (%s), same run: time ratio cudalua / C (target <= 1.01) ---")
+        :format(args.reference))
+  if header[1] then print(header[1]) end
+  print(("%-6s %10s %12s %12s %8s"):format("path", "bytes", "cudalua us", "raw C us", "ratio"))
+  local rows = {}
+  for _, s in ipairs(sweep.series) do
+    if s.engine == "copy" and (s.resource == "pinned" or s.resource == "device") then
+      for _, p in ipairs(s.points) do
+        local key = ("%s_%d"):format(s.path, p.bytes)
+        local theirs = figures[key] or fail(("%s did not report %s"):format(args.reference, key))
+        local row = {key = key, cudalua_us = p.ms * 1e3, c_us = theirs.median, ratio = p.ms * 1e3 / theirs.median}
+        print(("%-6s %10d %12.2f %12.2f %8.3f"):format(s.path, p.bytes, row.cudalua_us, row.c_us, row.ratio))
+        rows[#rows + 1] = row
+      end
+    end
+  end
+  return {program = args.reference, rows = rows}
+end
+
+local args = parse_args()
+local dev = cuda.Device(args.device)
+dev:set_current()
+print(("Device: %s (sm_%s)"):format(dev.name, dev.arch))
+local sweep = run_sweep(dev, args)
+local searched = args.overlap and run_overlap(dev, args) or nil
+local predicted = predict(sweep, args.elements * 4, searched and searched.kernel_ms)
+if searched then print_overlap(searched, predicted) end
+local reference = args.reference and compare_with_reference(args, sweep) or nil
+if args.json then
+  require("cuda.json").write_file(args.json, {device = dev.name, sizes = sweep.sizes, series = sweep.series,
+    failures = sweep.failures, predicted = predicted, searched = searched, reference = reference}, {indent = 2})
+end
+local failed = sweep.failures + (searched and not searched.verified and 1 or 0)
+if failed > 0 then fail(("%d check(s) FAILED."):format(failed)) end
+print("\nEvery copy verified.")
