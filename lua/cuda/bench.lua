@@ -289,6 +289,72 @@ function M.time(stream, fn, opts)
   return st
 end
 
+-- --- the adaptive mode's command-line options ------------------------------------
+
+-- "1%", "1" or "0.5": a percentage, as a fraction; 0 is allowed.
+local function percent(text)
+  local value = tonumber((tostring(text):gsub("%%$", "")))
+  if not value or value < 0 or value ~= value or value == math.huge then
+    return nil, ("'%s' is not a percentage (0 or more, e.g. 1%%)"):format(tostring(text))
+  end
+  return value / 100
+end
+
+local function seconds(text)
+  local value = tonumber(text)
+  if not value or not (value > 0) or value == math.huge then
+    return nil, ("'%s' is not a positive number of seconds"):format(tostring(text))
+  end
+  return value
+end
+
+-- Adds --precision and --max-time to a cuda.cli parser.
+function M.add_timing_options(parser)
+  parser:option("--precision", "Time each configuration until the median's 95% confidence interval is " ..
+    "within +-P of it, after the fixed runs (--runs, where there is one); 0: the fixed runs only.", "1%"):convert(percent)
+  parser:option("--max-time", "Seconds of timed runs per configuration at most, when --precision is not " ..
+    "reached sooner.", "1"):convert(seconds)
+end
+
+-- The options for bench.time that those give, added to a copy of base:
+-- the adaptive mode with device's SM clock probe, or nothing for
+-- --precision 0.
+function M.timing_options(args, device, base)
+  local opts = {}
+  for k, v in pairs(base or {}) do opts[k] = v end
+  if args.precision > 0 then
+    opts.precision, opts.max_time, opts.clock_probe = args.precision, args.max_time, M.sm_clock_probe(device)
+  end
+  return opts
+end
+
+-- --- host-cost measurements that hold still ---------------------------------------
+
+-- Adds --cpu to a cuda.cli parser: "auto", "none" or a CPU number.
+function M.add_cpu_option(parser)
+  parser:option("--cpu", "Pin the measuring thread (and the reference) to this CPU; auto: the last CPU " ..
+    "this process may use (CPU 0 takes most interrupts); none: do not pin.", "auto"):convert(function(text)
+      if text == "auto" or text == "none" then return text end
+      local cpu = tostring(text):match("^%d+$") and math.tointeger(tonumber(text))
+      if not cpu then return nil, ("'%s' is not a CPU number, auto or none"):format(tostring(text)) end
+      return cpu
+    end)
+end
+
+-- Pins the calling thread as --cpu says (cuda.set_affinity); returns the
+-- CPU, or nil for "none".
+function M.pin(choice)
+  if choice == "none" then return nil end
+  local cuda = require "cuda"
+  local cpu = choice
+  if choice == "auto" then
+    local allowed = cuda.get_affinity()
+    cpu = allowed[#allowed]
+  end
+  cuda.set_affinity(cpu)
+  return cpu
+end
+
 -- Host-side cost of one call of fn, in milliseconds: opts.runs (default 10)
 -- batches of opts.inner calls (default 100), each batch's mean per call is
 -- one sample; batches dilute the clock's own cost and resolution. opts.warmup
