@@ -184,7 +184,8 @@ function M.sm_clock_probe(device)
     cuda.launch(stream, config, kernel, cycles)
     stream:record(stop)
     stop:sync()
-    return PROBE_CYCLES / ((stop - start) * 1000)
+    local ms = stop - start
+    return ms > 0 and PROBE_CYCLES / (ms * 1000) or nil   -- nil: no reading
   end
   probes[device] = probe
   return probe
@@ -203,7 +204,7 @@ local function timing_warning(st, precision, clocks)
         :format(100 * reached, st.n, 100 * precision)
       or ("too few runs (%d) for a confidence interval of the median"):format(st.n)
   end
-  if clocks and math.abs(clocks[2] - clocks[1]) > M.CLOCK_TOLERANCE * clocks[1] then
+  if clocks and clocks[1] and clocks[2] and math.abs(clocks[2] - clocks[1]) > M.CLOCK_TOLERANCE * clocks[1] then
     lines[#lines + 1] = ("the SM clock moved during the runs: %.0f MHz before, %.0f MHz after")
       :format(clocks[1], clocks[2])
   end
