@@ -22,15 +22,16 @@ code, out, err = t.run(nodrv .. " streaming_overlap --elements -5")
 t.is(code, 2, "--elements -5 is a usage error")
 code, out, err = t.run(nodrv .. " streaming_overlap --pinned sometimes")
 t.is(code, 2, "--pinned sometimes is a usage error")
-code, out, err = t.run(nodrv .. " streaming_overlap --precision x")
-t.is(code, 2, "--precision x is a usage error")
-t.like(err, "bad value for %-%-precision: 'x' is not a percentage", "and says why")
-code, out, err = t.run(nodrv .. " memory_resources --max-time 0")
-t.is(code, 2, "--max-time 0 is a usage error")
-t.like(err, "bad value for %-%-max%-time", "and names the option")
-code, out, err = t.run(nodrv .. " launch_cost --cpu first")
-t.is(code, 2, "--cpu first is a usage error")
-t.like(err, "'first' is not a CPU number, auto or none", "and says why")
+-- The timing options: each bad value a usage error that says why.
+for _, case in ipairs{
+  {"streaming_overlap --precision x", "bad value for %-%-precision: 'x' is not a percentage"},
+  {"memory_resources --max-time 0", "bad value for %-%-max%-time"},
+  {"launch_cost --cpu first", "'first' is not a CPU number, auto or none"},
+} do
+  code, out, err = t.run(nodrv .. " " .. case[1])
+  t.is(code, 2, case[1] .. " is a usage error")
+  t.like(err, case[2], case[1] .. ": the error says why")
+end
 code, out, err = t.run(nodrv .. " memory_resources --device=1.5")
 t.is(code, 2, "--device 1.5 is a usage error")
 t.like(err, "not a device id", "and says why")
