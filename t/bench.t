@@ -239,6 +239,10 @@ do
   st = bench.time(m.stream, timed_fn(m, function() return 1 end), {precision = 0.01, warmup = 0, clock = m.clock,
     clock_probe = function() return table.remove(readings, 1) end})
   t.is(st.warning, nil, "time: a clock within the tolerance is not")
+  readings = {1980}
+  st = bench.time(m.stream, timed_fn(m, function() return 1 end), {precision = 0.01, warmup = 0, clock = m.clock,
+    clock_probe = function() return table.remove(readings, 1) end})
+  t.ok(st.warning == nil and st.clocks[1] == 1980 and st.clocks[2] == nil, "time: a probe with no reading warns of nothing")
 
   t.raises(function() bench.time(m.stream, function() end, {precision = -1, max_time = 1}) end, "precision",
     "time: a negative precision is rejected")
