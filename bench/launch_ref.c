@@ -9,7 +9,11 @@
  * again and record the time per call. B stays far below the driver's launch
  * queue depth, so the host never waits for the GPU inside a batch. Output:
  * one line per figure, "<key> <median> <min> <p90>", in microseconds per
- * call (milliseconds for the *_gpu_ms keys), after '#' header lines. */
+ * call (milliseconds for the *_gpu_ms keys), after '#' header lines.
+ * With --cpu N the measuring thread runs on CPU N only, as launch_cost
+ * pins itself, so both sides pay the same core's clock and caches. */
+#define _GNU_SOURCE             /* sched_setaffinity */
+#include <sched.h>
 #include <stdint.h>
 
 #include "ref.h"
@@ -30,6 +34,7 @@ static const char embedded_empty_source[] =
 
 typedef struct options {
   int repeats, batch, device;
+  int cpu;                      /* -1: not pinned */
   const char *kernels_dir;      /* NULL: the embedded source */
 } options;
 
@@ -219,18 +224,30 @@ static void teardown(bench *b)
   free(b->samples);
 }
 
+/* Pin the calling thread to cpu, after the driver started its own threads
+ * (they keep every CPU), as cuda.set_affinity does in launch_cost. */
+static void pin_to_cpu(int cpu)
+{
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0)
+    ref_die("cannot run on CPU %d: %s", cpu, strerror(errno));
+}
+
 /* --- main ----------------------------------------------------------------- */
 
 static void usage(FILE *out)
 {
   fprintf(out,
-    "usage: %s [--repeats N] [--batch B] [--device D] [--kernels DIR]\n"
+    "usage: %s [--repeats N] [--batch B] [--device D] [--cpu C] [--kernels DIR]\n"
     "Host cost per call of cuLaunchKernel, cuMemcpyHtoDAsync (4 KiB) and cuEventRecord,\n"
     "and of replaying a graph of %d launches, through the raw CUDA driver API.\n"
     "  --repeats N    timed batches per figure (default %d)\n"
     "  --batch B      calls per timed batch, 1..%d (default %d); graph replays\n"
     "                 are timed in batches of max(1, B/10)\n"
     "  --device D     device ordinal (default 0)\n"
+    "  --cpu C        measure on CPU C only (default: wherever the system runs it)\n"
     "  --kernels DIR  compile DIR/empty.cu instead of the embedded copy\n"
     "Output: '<key> <median> <min> <p90>' in us per call (ms for *_gpu_ms).\n",
     ref_prog, GRAPH_LAUNCHES, DEFAULT_REPEATS, MAX_BATCH, DEFAULT_BATCH);
@@ -242,17 +259,19 @@ static options parse_options(int argc, char **argv)
     {"repeats", required_argument, NULL, 'r'},
     {"batch", required_argument, NULL, 'b'},
     {"device", required_argument, NULL, 'd'},
+    {"cpu", required_argument, NULL, 'c'},
     {"kernels", required_argument, NULL, 'k'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
   };
-  options o = {DEFAULT_REPEATS, DEFAULT_BATCH, 0, NULL};
+  options o = {DEFAULT_REPEATS, DEFAULT_BATCH, 0, -1, NULL};
   int c;
   while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
     switch (c) {
     case 'r': o.repeats = (int)ref_parse_number("repeats", optarg, 1, 1000000); break;
     case 'b': o.batch = (int)ref_parse_number("batch", optarg, 1, MAX_BATCH); break;
     case 'd': o.device = (int)ref_parse_number("device", optarg, 0, 1024); break;
+    case 'c': o.cpu = (int)ref_parse_number("cpu", optarg, 0, CPU_SETSIZE - 1); break;
     case 'k': o.kernels_dir = optarg; break;
     case 'h': usage(stdout); exit(0);
     default: usage(stderr); exit(REF_EXIT_USAGE);
@@ -271,6 +290,8 @@ int main(int argc, char **argv)
   int graph_batch = o.batch / 10 > 1 ? o.batch / 10 : 1;
   ref_device dev;
   ref_open_device(&dev, o.device);
+  if (o.cpu >= 0)
+    pin_to_cpu(o.cpu);
   bench b;
   setup(&b, &dev, &o);
 
@@ -278,6 +299,8 @@ int main(int argc, char **argv)
   printf("# repeats %d, batch %d, graph replays per batch %d, warm-up batches %d, "
          "non-blocking stream, grid 1, block 32\n",
          o.repeats, o.batch, graph_batch, WARMUP_BATCHES);
+  if (o.cpu >= 0)
+    printf("# pinned to CPU %d\n", o.cpu);
   printf("# key median min p90 (us per call; ms for *_gpu_ms)\n");
   const int us = 3, ms = 4;
   print_figure("launch_empty", time_host_per_call(&b, launch_empty, o.batch), us);

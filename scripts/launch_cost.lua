@@ -7,11 +7,9 @@
 -- bench/launch_ref it runs the raw driver-API program that measures the same operations by the
 -- same method and prints the ratios.
 --
--- Method (the same as bench/launch_ref.c, so the ratio is fair): warm up; then for each of R
--- repeats synchronize the stream, read cuda.clock(), issue a batch of B calls, read the clock
--- again and keep (t1 - t0) / B. Report the median, min and 90th percentile over the repeats.
--- B stays far below the driver's launch queue depth, so the host never waits for the GPU
--- inside a batch.
+-- Method (the same as bench/launch_ref.c, so the ratio is fair; see bench/README.md): both
+-- pinned to one CPU (--cpu), warm up, then per repeat sync, time a batch of B calls, keep
+-- (t1 - t0) / B; report the median, min and 90th percentile over the repeats.
 local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
@@ -65,6 +63,7 @@ local function parse_options(argv)
     "batches of max(1, batch // 10)."):format(MAX_BATCH), tostring(DEFAULT_BATCH))
     :convert(batch_size)
   parser:option("--device", "Device ordinal.", "0"):convert(cli.device_id)
+  bench.add_cpu_option(parser)
   parser:option("--rounds", "Rounds in which cudalua and the reference take turns.", "5")
     :convert(cli.positive_integer)
   parser:option("--json", "Also write the figures to this JSON file."):argname("<file>")
@@ -159,7 +158,7 @@ end
 -- header lines. Any failure of the reference ends the script.
 local function run_reference(path, options, kernels_dir)
   local figures, header = bench.reference(path, {"--repeats", options.repeats, "--batch", options.batch,
-    "--device", options.device, "--kernels", kernels_dir}, COLUMNS)
+    "--device", options.device, "--kernels", kernels_dir, options.pinned and "--cpu", options.pinned}, COLUMNS)
   if not figures then fail(header) end
   for _, key in ipairs(REFERENCE_KEYS) do
     if not figures[key] then fail(("%s did not report %s"):format(path, key)) end
@@ -223,8 +222,8 @@ local function print_header(rig, options, graph_batch, reference_header)
   print(("launch_cost: %s (device %d, sm_%s), driver %d.%d, cudalua %s"):format(
     rig.dev.name, rig.dev.id, rig.dev.arch, major, minor, cuda.version))
   print(("%d rounds of %d repeats of batches of %d calls (graph replays: %d per batch) after %d " ..
-    "warm-up batches; non-blocking stream; grid 1, block 32"):format(options.rounds, options.repeats,
-    options.batch, graph_batch, WARMUP_BATCHES))
+    "warm-up batches; non-blocking stream; grid 1, block 32; %s"):format(options.rounds, options.repeats,
+    options.batch, graph_batch, WARMUP_BATCHES, options.pinned and "pinned to CPU " .. options.pinned or "not pinned"))
   for _, line in ipairs(reference_header or {}) do print(line) end
   print("Each cell: median [min, p90]; microseconds per call, milliseconds for the GPU rows.")
   print()
@@ -277,7 +276,7 @@ local function write_json(path, rig, options, graph_batch, results, reference, r
   local major, minor = cuda.driver_version()
   require("cuda.json").write_file(path, {
     script = "launch_cost", device = {id = rig.dev.id, name = rig.dev.name, arch = rig.dev.arch},
-    driver_version = ("%d.%d"):format(major, minor), cudalua_version = cuda.version,
+    driver_version = ("%d.%d"):format(major, minor), cudalua_version = cuda.version, cpu = options.pinned,
     repeats = options.repeats, batch = options.batch, graph_batch = graph_batch, warmup_batches = WARMUP_BATCHES,
     units = {host = "us per call", gpu = "ms (keys ending in _gpu_ms)"},
     cudalua = results, reference = reference, ratios = reference and ratios or nil, launch_target = LAUNCH_TARGET,
@@ -288,6 +287,7 @@ local function main(argv)
   local options = parse_options(argv)
   local graph_batch = math.max(1, options.batch // 10)   -- as in launch_ref.c
   local rig = set_up(options.device)
+  options.pinned = bench.pin(options.cpu)   -- after the driver started its threads, as launch_ref
   local results, reference, reference_header = measure_rounds(rig, options, graph_batch)
   verify(rig, results)
   local ratios, missed = compare(results, reference)

@@ -13,6 +13,7 @@ parser:option("--elements", "Number of float32 elements per demo.", "65536"):con
 parser:option("--device", "CUDA device id.", "0"):convert(cli.device_id)
 parser:flag("--bandwidth", "Also measure copy bandwidth between every pair of resources.")
 parser:option("--bytes", "Bytes per copy for --bandwidth.", "64000000"):convert(cli.positive_integer)
+bench.add_timing_options(parser)
 parser:option("--reference", "With --bandwidth: the raw C reference (bench/copy_ref) to compare with.")
 parser:option("--json", "Write the results to FILE as JSON.")
 local args = cli.parse(parser, arg)
@@ -107,8 +108,9 @@ local function bandwidth_resources(dev)
   }
 end
 
--- Bytes copied per second (1e9), median of 10 runs after a warm-up; the
--- destination is then checked against the source.
+-- Bytes copied per second (1e9), the median of 10 runs (or more, to
+-- --precision) after a warm-up; the destination is then checked against
+-- the source. Also returns the check's result and bench.time's stats.
 local function measure_copy(ctx, from, to, nbytes, source)
   local s = ctx.stream
   local src, dst = from[2]:allocate(nbytes, s), to[2]:allocate(nbytes, s)
@@ -116,11 +118,11 @@ local function measure_copy(ctx, from, to, nbytes, source)
   for _, b in ipairs{src, dst} do
     if b.memory_resource.kind == "managed" then b:prefetch(ctx.dev, s) end
   end
+  local range <close> = cuda.nvtx.range(from[1] .. " -> " .. to[1])
   -- As bench/copy_ref: the destination poisoned before the start event, so the start event fires with the
   -- copy queued behind it; on an idle stream the host's issuing would be timed (13% of a 64 MB D2D copy).
-  local events = {ctx.dev:create_event{timing = true}, ctx.dev:create_event{timing = true}}
-  local stats = require("cuda.bandwidth").time(s, function() src:copy_to(dst, s) end,
-    {warmup = 2, runs = 10, events = events, prepare = function() dst:fill(0xA5, s) end})
+  local timing = setmetatable({prepare = function() dst:fill(0xA5, s) end}, {__index = ctx.timing})
+  local stats = bench.time(s, function() src:copy_to(dst, s) end, timing)
   local check = ctx.check
   check:fill(0, s)
   check:copy_from(dst, s)
@@ -129,7 +131,7 @@ local function measure_copy(ctx, from, to, nbytes, source)
   if not ok then failures = failures + 1 end
   src:close(s)
   dst:close(s)
-  return nbytes / stats.median / 1e6, ok
+  return nbytes / stats.median / 1e6, ok, stats
 end
 
 local function run_reference(path, nbytes)
@@ -145,25 +147,30 @@ local function bandwidth_table(ctx)
   local nbytes = args.bytes - args.bytes % 4
   local resources = bandwidth_resources(ctx.dev)
   local pinned = resources[1][2]
+  ctx.timing = bench.timing_options(args, ctx.dev, {warmup = 2, runs = 10})
   local source = pinned:allocate(nbytes)
   source:view("uint32"):random(0, 2^32, ctx.seed)
   ctx.check = pinned:allocate(nbytes)
   print()
-  print(("--- Copy bandwidth, GB/s (%s per copy, median of 10, verified) ---"):format(cli.format_bytes(nbytes)))
+  local runs = args.precision > 0 and ("10+ runs, \u{b1}%g%%"):format(100 * args.precision) or "10"
+  print(("--- Copy bandwidth, GB/s (%s per copy, median of %s, verified) ---"):format(cli.format_bytes(nbytes), runs))
   local header = ("%-12s"):format("from \\ to")
   for _, to in ipairs(resources) do header = header .. ("%12s"):format(to[1]) end
   print(header)
-  local results = {}
+  local results, runs_taken, warnings = {}, {}, {}
   for _, from in ipairs(resources) do
     local row = ("%-12s"):format(from[1])
     for _, to in ipairs(resources) do
-      local gbps, ok = measure_copy(ctx, from, to, nbytes, source)
-      results[from[1] .. " -> " .. to[1]] = gbps
+      local gbps, ok, stats = measure_copy(ctx, from, to, nbytes, source)
+      local pair = from[1] .. " -> " .. to[1]
+      results[pair], runs_taken[pair] = gbps, stats.n
+      if stats.warning then warnings[#warnings + 1] = ("Warning: %s: %s"):format(pair, stats.warning) end
       row = row .. ("%11.1f%s"):format(gbps, ok and " " or "!")
     end
     print(row)
   end
   print("(managed buffers are prefetched to the device first; '!' marks a failed check)")
+  for _, warning in ipairs(warnings) do print(warning) end
   if args.reference then
     local ref = run_reference(args.reference, nbytes)
     print()
@@ -179,7 +186,7 @@ local function bandwidth_table(ctx)
   end
   source:close()
   ctx.check:close()
-  return results
+  return results, runs_taken
 end
 
 -- --- main ---------------------------------------------------------------------------
@@ -198,11 +205,15 @@ local ctx = {
   seed = (os.time() ~ math.floor(cuda.clock() * 1e6)) % 2^31,
 }
 print()
-demo_device_pool(ctx)
-demo_managed(ctx)
-demo_explicit_pool(ctx)
+for _, demo in ipairs{{"device pool", demo_device_pool}, {"managed", demo_managed}, {"explicit pool", demo_explicit_pool}} do
+  local range <close> = cuda.nvtx.range(demo[1])
+  demo[2](ctx)
+end
 local report = {device = dev.name, elements = n, failures = 0}
-if args.bandwidth then report.bandwidth_gbps = bandwidth_table(ctx) end
+if args.bandwidth then
+  local range <close> = cuda.nvtx.range("bandwidth")
+  report.bandwidth_gbps, report.bandwidth_runs = bandwidth_table(ctx)
+end
 report.failures = failures
 if args.json then require("cuda.json").write_file(args.json, report, {indent = 2}) end
 print()

@@ -9,8 +9,7 @@ local cli = require "cuda.cli"
 local bench = require "cuda.bench"
 local overlap = require "cuda.overlap"
 
-local SCALE = 2.5
-local RTOL, ATOL = 1e-4, 1e-4
+local SCALE, RTOL, ATOL = 2.5, 1e-4, 1e-4
 
 local function parse_args()
   local parser = cli.parser("streaming_overlap", "Overlap host-device copies with compute on several CUDA " ..
@@ -19,6 +18,7 @@ local function parse_args()
   parser:option("--streams", "Stream counts to try, comma-separated.", "2,4,8"):convert(cli.integer_list)
   parser:option("--runs", "Timed runs per configuration (median reported).", "10"):convert(cli.positive_integer)
   parser:option("--warmup", "Untimed runs before timing.", "3"):convert(cli.positive_integer)
+  bench.add_timing_options(parser)
   parser:option("--device", "CUDA device id.", "0"):convert(cli.device_id)
   parser:option("--pinned", "Host memory: legacy (cuMemHostAlloc) or pool.", "legacy"):choices{"legacy", "pool"}
   parser:option("--seed", "Seed for the input data (default: fresh)."):convert(cli.positive_integer)
@@ -46,7 +46,7 @@ local function open_pipeline(args, say)
   return overlap.pipeline(dev, {
     n = args.elements, kernel = kernel, args = {cuda.f32(SCALE)}, warmup = args.warmup, runs = args.runs,
     streams = math.max(3, args.auto and 16 or 3, table.unpack(args.streams)),
-    host_resource = cuda.PinnedMemoryResource{pool = args.pinned == "pool"},
+    host_resource = cuda.PinnedMemoryResource{pool = args.pinned == "pool"}, timing = bench.timing_options(args, dev),
   })
 end
 
@@ -247,10 +247,8 @@ local function limits_report(limits, sequential)
 end
 
 local function peak_rss_mb()
-  for line in io.lines("/proc/self/status") do
-    local kb = line:match("^VmHWM:%s+(%d+)")
-    if kb then return tonumber(kb) / 1024 end
-  end
+  local status <close> = assert(io.open("/proc/self/status"))
+  return tonumber(status:read("a"):match("\nVmHWM:%s+(%d+)")) / 1024
 end
 
 local function all_verified(results)
@@ -279,6 +277,7 @@ local function main(args)
   if best and (args.timeline or args.trace) then draw_timeline(p, best.sched, args, say) end
   local reference = args.reference and compare_with_reference(args, p, limits, results, auto, winners[1], say)
 
+  for _, warning in ipairs(p.warnings) do print("Warning: " .. warning) end
   say()
   say("Key: sequential = one stream, the whole array copied in, computed, copied out.")
   say("     N streams = the array in N chunks, chunk i copied in, computed and copied out")
@@ -288,6 +287,7 @@ local function main(args)
   say("     copying both ways at once is slower than either alone.")
   local report = {device = p.dev.name, elements = p.n, bytes = p.bytes, seed = input.seed, pinned = args.pinned,
                   graph = args.graph or false, runs = args.runs, results = results,
+                  precision = args.precision, max_time = args.precision > 0 and args.max_time or nil, timing_warnings = p.warnings,
                   limits = limits_report(limits, sequential), auto = auto, reference = reference,
                   wall_s = cuda.clock() - wall0, peak_rss_mb = peak_rss_mb(),
                   passed = all_verified(results) and (not auto or all_verified{auto.copy_engines, auto.copies_alone, auto.best})}

@@ -102,8 +102,12 @@ static cl_Buffer *fast_buffer(lua_State *L, int i)
   return b && cl_buffer_is_open(b) ? b : cl_check_buffer(L, i);
 }
 
+/* An open stream first: the usual case needs no type check of its own. */
 static cl_Stream *fast_opt_stream(lua_State *L, int i)
 {
+  cl_Stream *s = cl_fast_test(L, i, CL_UV_STREAM);
+  if (s && !s->closed)
+    return s;
   return lua_isnoneornil(L, i) ? NULL : cl_fast_check(L, i, CL_UV_STREAM, CL_STREAM);
 }
 
@@ -153,7 +157,7 @@ static int buffer_copy_to(lua_State *L)
     s = fast_opt_stream(L, 3);
   }
   copy(L, fast_buffer(L, 2), src, s);
-  lua_settop(L, 2);
+  lua_pushvalue(L, 2);          /* cheaper than lua_settop, which looks for values to close */
   return 1;
 }
 
@@ -163,7 +167,7 @@ static int buffer_copy_from(lua_State *L)
   cl_Buffer *dst = fast_buffer(L, 1);
   cl_Buffer *src = fast_buffer(L, 2);
   copy(L, dst, src, fast_opt_stream(L, 3));
-  lua_settop(L, 1);
+  lua_pushvalue(L, 1);
   return 1;
 }
 

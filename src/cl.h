@@ -466,4 +466,8 @@ static inline void cl_check_nargs(lua_State *L, int most)
                                           luaL_typename(L, i)));
 }
 
+/* cuda.nvtx (nvtx.c) and cuda.set_affinity/get_affinity (affinity.c) */
+void cl_open_nvtx(lua_State *L);
+void cl_open_affinity(lua_State *L);
+
 #endif

@@ -139,8 +139,8 @@ static int stream_record(lua_State *L)
     ev = record_new_event(L);
   else if (ev->closed)
     return luaL_error(L, "%s is closed", CL_EVENT);
-  else
-    lua_settop(L, 2);
+  else if (lua_gettop(L) != 2)
+    lua_settop(L, 2);           /* costs as much as the checks: only when needed */
   CL_TRY(L, cuEventRecord, (ev->handle, s->handle));
   ev->recorded = 1;
   return 1;

@@ -154,4 +154,102 @@ do
   t.ok(m.created == 2 and m.closed == 2, "gpu_batches: its own events are created and closed")
 end
 
+-- --- the median's confidence interval ------------------------------------------------
+
+t.is(bench.median_ci_ranks(5), nil, "median_ci_ranks: 5 samples are too few for 95%")
+t.is(table.concat({bench.median_ci_ranks(6)}, ","), "1,6", "median_ci_ranks: 6 samples, the extremes")
+t.is(table.concat({bench.median_ci_ranks(10)}, ","), "2,9", "median_ci_ranks: 10 samples, as the tables give")
+t.is(table.concat({bench.median_ci_ranks(100)}, ","), "40,61", "median_ci_ranks: 100 samples, as the tables give")
+local lo2000, hi2000 = bench.median_ci_ranks(2000)
+t.ok(lo2000 and hi2000 == 2001 - lo2000 and lo2000 > 950 and lo2000 < 1000,
+  "median_ci_ranks: 2000 samples (0.5^n would underflow)")
+t.is(table.concat({bench.median_ci_ranks(20, 0.5)}, ","), "8,13", "median_ci_ranks: a lower confidence narrows it")
+
+-- Seeded trials from distributions whose median is known: the interval
+-- must cover it in about 95% of them (a little more: the ranks are whole).
+local function coverage(draw, true_median, n, trials)
+  local covered = 0
+  for _ = 1, trials do
+    local xs = {}
+    for i = 1, n do xs[i] = draw() end
+    local ci = bench.median_ci(sorted(xs))
+    if ci[1] <= true_median and true_median <= ci[2] then covered = covered + 1 end
+  end
+  return covered / trials
+end
+math.randomseed(20240611)
+local exponential = function() return -math.log(1 - math.random()) end
+local c1 = coverage(exponential, math.log(2), 25, 2000)
+t.ok(c1 >= 0.94 and c1 <= 0.99, ("median_ci: covers the exponential's median in %.1f%% of 2000 trials of 25"):format(100 * c1))
+local c2 = coverage(function() return math.random() ^ 3 end, 0.125, 201, 1000)
+t.ok(c2 >= 0.93 and c2 <= 0.98, ("median_ci: covers a skewed median in %.1f%% of 1000 trials of 201"):format(100 * c2))
+t.seed()
+
+-- --- bench.time: fixed and adaptive, on a mock stream ---------------------------------
+
+-- fn for bench.time: each run takes draw() seconds of the mock's clock.
+local function timed_fn(m, draw)
+  return function() m.runs = (m.runs or 0) + 1; m.now = m.now + draw() end
+end
+
+do
+  local m = mock_stream()
+  local st = bench.time(m.stream, timed_fn(m, function() return 1 + math.random() end), {runs = 7, warmup = 2})
+  t.ok(st.n == 7 and m.runs == 9, "time: fixed mode runs warm-up and runs as given")
+  t.ok(st.p10 <= st.p50 and st.p50 <= st.p90 and st.p50 == st.median, "time: p10 <= p50 = median <= p90")
+  t.ok(st.ci and st.ci[1] <= st.median and st.median <= st.ci[2], "time: the median's interval holds it")
+  t.is(st.warning, nil, "time: fixed mode gives no warning")
+
+  m = mock_stream()
+  st = bench.time(m.stream, timed_fn(m, function() return 1 + 1e-4 * math.random() end),
+    {precision = 0.01, runs = 12, warmup = 0, clock = m.clock})
+  t.is(st.n, 12, "time: adaptive mode stops at the least runs when the spread is small")
+  t.ok(bench.relative_ci(st) <= 0.01 and st.warning == nil, "time: within the target, no warning")
+
+  m = mock_stream()
+  st = bench.time(m.stream, timed_fn(m, function() return 1 + 0.2 * math.random() end),
+    {precision = 0.01, runs = 6, warmup = 0, max_time = 1e9, clock = m.clock})
+  t.ok(st.n > 6 and bench.relative_ci(st) <= 0.01, ("time: adaptive mode runs on until the target (%d runs)"):format(st.n))
+  t.is(st.warning, nil, "time: the target reached, no warning")
+
+  m = mock_stream()
+  st = bench.time(m.stream, timed_fn(m, function() return math.random() end),
+    {precision = 1e-6, max_runs = 150, warmup = 0, max_time = 1e9, clock = m.clock})
+  t.is(st.n, 150, "time: adaptive mode stops at max_runs")
+  t.like(st.warning or "", "^spread stays high: the median is known to \u{b1}[%d.]+%% after 150 runs %(target 0%.0%%%)",
+    "time: a spread that stays high is reported")
+
+  m = mock_stream()
+  st = bench.time(m.stream, timed_fn(m, function() return 0.01 * (1 + math.random()) end),
+    {precision = 1e-6, max_time = 0.5, runs = 5, warmup = 0, clock = m.clock})
+  t.ok(st.n >= 20 and st.n <= 51, ("time: the time budget ends the runs (%d runs of 10-20 ms in 0.5 s)"):format(st.n))
+
+  m = mock_stream()
+  st = bench.time(m.stream, timed_fn(m, function() return 0.01 end), {max_time = 0.02, runs = 3, warmup = 0, clock = m.clock})
+  t.like(st.warning or "", "too few runs %(3%)", "time: too few runs for an interval is reported")
+
+  local readings = {1980, 1500}
+  m = mock_stream()
+  st = bench.time(m.stream, timed_fn(m, function() return 1 end), {precision = 0.01, warmup = 0, clock = m.clock,
+    clock_probe = function(s) assert(s == m.stream); return table.remove(readings, 1) end})
+  t.like(st.warning or "", "the SM clock moved during the runs: 1980 MHz before, 1500 MHz after",
+    "time: a clock that moved is reported")
+  t.ok(#readings == 0 and st.clocks[1] == 1980 and st.clocks[2] == 1500, "time: the probe is read before and after")
+  readings = {1980, 1985}
+  st = bench.time(m.stream, timed_fn(m, function() return 1 end), {precision = 0.01, warmup = 0, clock = m.clock,
+    clock_probe = function() return table.remove(readings, 1) end})
+  t.is(st.warning, nil, "time: a clock within the tolerance is not")
+  readings = {1980}
+  st = bench.time(m.stream, timed_fn(m, function() return 1 end), {precision = 0.01, warmup = 0, clock = m.clock,
+    clock_probe = function() return table.remove(readings, 1) end})
+  t.ok(st.warning == nil and st.clocks[1] == 1980 and st.clocks[2] == nil, "time: a probe with no reading warns of nothing")
+
+  t.raises(function() bench.time(m.stream, function() end, {precision = -1, max_time = 1}) end, "precision",
+    "time: a negative precision is rejected")
+  t.raises(function() bench.time(m.stream, function() end, {max_time = 0}) end, "max_time",
+    "time: max_time must be positive")
+  t.raises(function() bench.time(m.stream, function() end, {precision = 0.01, runs = 0}) end, "runs",
+    "time: adaptive mode needs at least one run")
+end
+
 t.done()

@@ -84,7 +84,7 @@ for _ = 1, 50 do
   local b = h:allocate(1 << 20)
   setmetatable({}, {__gc = function() b:close() end})
   local ok, s = pcall(b.slice, b, 8)
-  if ok then assert(s:view("uint8")[1] ~= nil or true) end
+  if ok then pcall(function() return s:view("uint8")[1] end) end   -- b may be closed by now
 end
 print("done")
 ]], "done")

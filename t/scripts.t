@@ -22,6 +22,16 @@ code, out, err = t.run(nodrv .. " streaming_overlap --elements -5")
 t.is(code, 2, "--elements -5 is a usage error")
 code, out, err = t.run(nodrv .. " streaming_overlap --pinned sometimes")
 t.is(code, 2, "--pinned sometimes is a usage error")
+-- The timing options: each bad value a usage error that says why.
+for _, case in ipairs{
+  {"streaming_overlap --precision x", "bad value for %-%-precision: 'x' is not a percentage"},
+  {"memory_resources --max-time 0", "bad value for %-%-max%-time"},
+  {"launch_cost --cpu first", "'first' is not a CPU number, auto or none"},
+} do
+  code, out, err = t.run(nodrv .. " " .. case[1])
+  t.is(code, 2, case[1] .. " is a usage error")
+  t.like(err, case[2], case[1] .. ": the error says why")
+end
 code, out, err = t.run(nodrv .. " memory_resources --device=1.5")
 t.is(code, 2, "--device 1.5 is a usage error")
 t.like(err, "not a device id", "and says why")
@@ -33,7 +43,7 @@ for _, name in ipairs{"streaming_overlap", "memory_resources"} do
 end
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 31)
+  t.skip("no CUDA device", 38)
   t.done()
 end
 
@@ -51,6 +61,16 @@ t.ok(report and report.passed == true and #report.results == 3, "JSON has every 
 t.ok(report and report.limits.limit_ms > 0 and report.limits.h2d_gbps > 0, "JSON has the limits")
 t.ok(report and report.results[2].efficiency > 0 and report.results[2].efficiency <= 1.05, "efficiency is a fraction of the limit")
 t.is(report and report.elements, 1000003, "JSON records the size")
+t.ok(report and report.precision == 0.01 and report.max_time == 1, "JSON: adaptive timing by default, 1% or 1 s")
+t.ok(report and report.results[1].runs >= 6 and report.results[2].runs >= 6,
+  "JSON: each configuration's runs, enough for the median's interval")
+
+code, out = t.run(cudalua .. " streaming_overlap --elements 300000 --streams 2 --runs 4 --warmup 1 --precision 0 --quiet --json " .. tmp)
+f = io.open(tmp)
+report = f and json.decode(f:read("a"))
+if f then f:close() end
+t.ok(code == 0 and report and report.results[1].runs == 4 and report.results[2].runs == 4 and report.max_time == nil,
+  "--precision 0: exactly --runs runs per configuration")
 
 code, out = t.run(cudalua .. " streaming_overlap --elements 300000 --streams 2 --runs 2 --warmup 1 --graph --quiet")
 t.is(code, 0, "--graph runs")
@@ -126,5 +146,15 @@ t.is(code, 0, "memory_resources runs")
 t.like(out, "All memory resource demos passed%.", "memory_resources verified")
 local _, n = out:gsub("PASSED", "")
 t.ok(n >= 2, "each demo reports PASSED")
+
+code, out = t.run(cudalua .. " launch_cost --repeats 3 --rounds 1 --batch 10 --json " .. tmp)
+t.is(code, 0, "launch_cost runs")
+t.like(out, "grid 1, block 32; pinned to CPU %d+", "launch_cost pins itself by default")
+f = io.open(tmp)
+report = f and json.decode(f:read("a"))
+if f then f:close() end
+t.ok(report and math.type(report.cpu) == "integer", "JSON: the CPU it ran on")
+code, out = t.run(cudalua .. " launch_cost --repeats 3 --rounds 1 --batch 10 --cpu none")
+t.like(out, "grid 1, block 32; not pinned", "--cpu none does not pin")
 os.remove(tmp); os.remove(trace)
 t.done()

@@ -110,26 +110,252 @@ local function timing_events(stream, events)
   return start, stop, closer
 end
 
--- Runs fn(stream) opts.warmup times (default 3), then opts.runs times
--- (default 10) between two events, waiting for each run to finish; returns
--- bench.stats of the elapsed milliseconds. Events are created (or passed in
--- as opts.events) before the loop, so the timed region allocates none.
+-- --- the median's confidence interval ----------------------------------------
+
+-- The ranks (lo, hi) of a distribution-free confidence interval for the
+-- median of n samples: [x(lo), x(hi)] of the sorted samples covers the true
+-- median with probability at least `confidence` (default 0.95), whatever
+-- the distribution. The count of samples below the median is
+-- Binomial(n, 1/2), so lo is the greatest rank with P(X <= lo - 1) <=
+-- alpha/2, hi = n + 1 - lo. Nil when n is too small for that confidence
+-- (n < 6 at 95%).
+function M.median_ci_ranks(n, confidence)
+  local tail = (1 - (confidence or 0.95)) / 2
+  -- P(X <= j) summed term by term in log space: 0.5^n underflows for n > 1074
+  local lo, cdf, log_choose, log_half_n = nil, 0.0, 0.0, n * math.log(0.5)
+  for j = 0, n // 2 do
+    if j > 0 then log_choose = log_choose + math.log(n - j + 1) - math.log(j) end
+    cdf = cdf + math.exp(log_choose + log_half_n)
+    if cdf > tail then break end
+    lo = j + 1
+  end
+  if lo then return lo, n + 1 - lo end
+  return nil
+end
+
+-- The confidence interval {lo, hi} of the median of sorted samples, or nil.
+function M.median_ci(sorted, confidence)
+  local lo, hi = M.median_ci_ranks(#sorted, confidence)
+  return lo and {sorted[lo], sorted[hi]} or nil
+end
+
+-- The interval's half width relative to the median: the precision the
+-- adaptive mode of bench.time reaches. math.huge without an interval.
+function M.relative_ci(stats)
+  if not stats.ci or stats.median <= 0 then return math.huge end
+  return (stats.ci[2] - stats.ci[1]) / 2 / stats.median
+end
+
+-- bench.stats plus the percentiles p10, p50, p90 (interpolated, as
+-- bench.percentile) and the median's 95% interval (ci, nil below 6 runs).
+local function timing_stats(samples)
+  local st = M.stats(samples)
+  st.p10, st.p50, st.p90 = M.percentile(st.samples, 10), M.percentile(st.samples, 50), M.percentile(st.samples, 90)
+  st.ci = M.median_ci(st.samples)
+  return st
+end
+
+-- --- timing GPU work ---------------------------------------------------------
+
+-- The SM clock in MHz, measured: a one-thread kernel spins for CYCLES of
+-- clock64() and two events time it, so cycles / microseconds is the clock
+-- one SM ran at during those ~5 ms. It is the clock under a light load
+-- (a busy GPU may run slower, an idle one boosts); what matters is that the
+-- same probe before and after a measurement agrees. The driver reports
+-- only the maximum clock; NVML is not linked. One probe per device.
+local PROBE_CYCLES = 10000000
+local PROBE_SOURCE = [[
+extern "C" __global__ void cudalua_spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {}
+}]]
+local probes = setmetatable({}, {__mode = "k"})
+
+function M.sm_clock_probe(device)
+  if probes[device] then return probes[device] end
+  local cuda = require "cuda"
+  local kernel = cuda.Program(PROBE_SOURCE, "c++", {arch = "sm_" .. device.arch}):compile("cubin")
+    :get_kernel("cudalua_spin")
+  local config, cycles = cuda.LaunchConfig{grid = 1, block = 1}, cuda.i64(PROBE_CYCLES)
+  local probe = function(stream)
+    local start <close> = device:create_event{timing = true}
+    local stop <close> = device:create_event{timing = true}
+    stream:record(start)
+    cuda.launch(stream, config, kernel, cycles)
+    stream:record(stop)
+    stop:sync()
+    local ms = stop - start
+    return ms > 0 and PROBE_CYCLES / (ms * 1000) or nil   -- nil: no reading
+  end
+  probes[device] = probe
+  return probe
+end
+
+M.CLOCK_TOLERANCE = 0.02   -- relative change of the SM clock that earns a warning
+
+-- The warning lines of an adaptive measurement: a spread that stayed above
+-- the target, an SM clock that moved. nil when there is nothing to say.
+local function timing_warning(st, precision, clocks)
+  local lines = {}
+  local reached = M.relative_ci(st)
+  if reached > precision then
+    lines[#lines + 1] = reached < math.huge
+      and ("spread stays high: the median is known to \u{b1}%.1f%% after %d runs (target %.1f%%)")
+        :format(100 * reached, st.n, 100 * precision)
+      or ("too few runs (%d) for a confidence interval of the median"):format(st.n)
+  end
+  if clocks and clocks[1] and clocks[2] and math.abs(clocks[2] - clocks[1]) > M.CLOCK_TOLERANCE * clocks[1] then
+    lines[#lines + 1] = ("the SM clock moved during the runs: %.0f MHz before, %.0f MHz after")
+      :format(clocks[1], clocks[2])
+  end
+  return #lines > 0 and table.concat(lines, "; ") or nil
+end
+
+-- One timed run of fn between the two events, in milliseconds.
+local function timed_run(stream, fn, start, stop, prepare)
+  if prepare then prepare(stream) end   -- queued before the start event: not timed
+  stream:record(start)
+  fn(stream)
+  stream:record(stop)
+  stop:sync()
+  return stop - start
+end
+
+-- Whether the adaptive loop checks the interval after n runs: from
+-- min_runs on, every tenth more, so the sorting stays a small share.
+local function check_due(n, min_runs, last_check)
+  return n >= min_runs and n - last_check >= math.max(1, last_check // 10)
+end
+
+-- Runs until the median's relative interval is below precision, the time
+-- budget is spent or max_runs are done; at least min_runs.
+local function adaptive_samples(stream, fn, start, stop, a)
+  local samples, last_check, t0 = {}, 0, a.clock()
+  repeat
+    samples[#samples + 1] = timed_run(stream, fn, start, stop, a.prepare)
+    local n, done = #samples, false
+    if check_due(n, a.min_runs, last_check) then
+      last_check = n
+      local sorted = sorted_copy(samples)
+      local lo, hi = M.median_ci_ranks(n)
+      done = lo ~= nil and (sorted[hi] - sorted[lo]) / 2 <= a.precision * middle(sorted)
+    end
+  until done or #samples >= a.max_runs or (#samples >= a.min_runs and a.clock() - t0 >= a.max_time)
+  return samples
+end
+
+-- The adaptive options, or nil for a fixed run count: adaptive when
+-- opts.precision (> 0) or opts.max_time is given.
+local function adaptive_options(opts)
+  local precision, max_time = opts.precision, opts.max_time
+  if not ((precision and precision > 0) or max_time) then return nil end
+  assert(precision == nil or (type(precision) == "number" and precision >= 0), "bench: precision must be a number >= 0")
+  assert(max_time == nil or (type(max_time) == "number" and max_time > 0), "bench: max_time must be a number > 0")
+  return {precision = precision or 0.01, max_time = max_time or 1.0,
+          min_runs = count_option(opts, "runs", 10, 1), max_runs = count_option(opts, "max_runs", 100000, 1),
+          clock = opts.clock or require("cuda").clock, prepare = opts.prepare}
+end
+
+-- Runs fn(stream) opts.warmup times (default 3), then times it between two
+-- events, waiting for each run to finish; returns the stats of the elapsed
+-- milliseconds (bench.stats plus p10, p50, p90 and ci). Events are created
+-- (or passed in as opts.events) before the loop, so the timed region
+-- allocates none. opts.prepare(stream), when given, is issued before each
+-- timed run's start event: queued work the start event waits behind.
+--   fixed:    opts.runs runs (default 10), when no precision or max_time;
+--   adaptive: opts.precision (default 0.01) and/or opts.max_time (seconds,
+--             default 1): runs until the median's 95% interval is within
+--             +-precision of it, or max_time has passed, with opts.runs as
+--             the least number of runs and opts.max_runs (100000) the most.
+--             stats.warning says when the spread stayed above the target
+--             or the SM clock, read by opts.clock_probe(stream) (in MHz,
+--             bench.sm_clock_probe) before and after, moved.
 function M.time(stream, fn, opts)
   opts = opts or {}
   local warmup = count_option(opts, "warmup", 3, 0)
+  local adaptive = adaptive_options(opts)
   local runs = count_option(opts, "runs", 10, 1)
   local start, stop, owned_events <close> = timing_events(stream, opts.events)
   for _ = 1, warmup do fn(stream) end
   stream:sync()
-  local samples = {}
-  for run = 1, runs do
-    stream:record(start)
-    fn(stream)
-    stream:record(stop)
-    stop:sync()
-    samples[run] = stop - start
+  if not adaptive then
+    local samples = {}
+    for run = 1, runs do samples[run] = timed_run(stream, fn, start, stop, opts.prepare) end
+    return timing_stats(samples)
   end
-  return M.stats(samples)
+  local probe = opts.clock_probe
+  local clock_before = probe and probe(stream)
+  local st = timing_stats(adaptive_samples(stream, fn, start, stop, adaptive))
+  local clocks = probe and {clock_before, probe(stream)}
+  st.precision, st.clocks = adaptive.precision, clocks
+  st.warning = timing_warning(st, adaptive.precision, clocks)
+  return st
+end
+
+-- --- the adaptive mode's command-line options ------------------------------------
+
+-- "1%", "1" or "0.5": a percentage, as a fraction; 0 is allowed.
+local function percent(text)
+  local value = tonumber((tostring(text):gsub("%%$", "")))
+  if not value or value < 0 or value ~= value or value == math.huge then
+    return nil, ("'%s' is not a percentage (0 or more, e.g. 1%%)"):format(tostring(text))
+  end
+  return value / 100
+end
+
+local function seconds(text)
+  local value = tonumber(text)
+  if not value or not (value > 0) or value == math.huge then
+    return nil, ("'%s' is not a positive number of seconds"):format(tostring(text))
+  end
+  return value
+end
+
+-- Adds --precision and --max-time to a cuda.cli parser.
+function M.add_timing_options(parser)
+  parser:option("--precision", "Time each configuration until the median's 95% confidence interval is " ..
+    "within +-P of it, after the fixed runs (--runs, where there is one); 0: the fixed runs only.", "1%"):convert(percent)
+  parser:option("--max-time", "Seconds of timed runs per configuration at most, when --precision is not " ..
+    "reached sooner.", "1"):convert(seconds)
+end
+
+-- The options for bench.time that those give, added to a copy of base:
+-- the adaptive mode with device's SM clock probe, or nothing for
+-- --precision 0.
+function M.timing_options(args, device, base)
+  local opts = {}
+  for k, v in pairs(base or {}) do opts[k] = v end
+  if args.precision > 0 then
+    opts.precision, opts.max_time, opts.clock_probe = args.precision, args.max_time, M.sm_clock_probe(device)
+  end
+  return opts
+end
+
+-- --- host-cost measurements that hold still ---------------------------------------
+
+-- Adds --cpu to a cuda.cli parser: "auto", "none" or a CPU number.
+function M.add_cpu_option(parser)
+  parser:option("--cpu", "Pin the measuring thread (and the reference) to this CPU; auto: the last CPU " ..
+    "this process may use (CPU 0 takes most interrupts); none: do not pin.", "auto"):convert(function(text)
+      if text == "auto" or text == "none" then return text end
+      local cpu = tostring(text):match("^%d+$") and math.tointeger(tonumber(text))
+      if not cpu then return nil, ("'%s' is not a CPU number, auto or none"):format(tostring(text)) end
+      return cpu
+    end)
+end
+
+-- Pins the calling thread as --cpu says (cuda.set_affinity); returns the
+-- CPU, or nil for "none".
+function M.pin(choice)
+  if choice == "none" then return nil end
+  local cuda = require "cuda"
+  local cpu = choice
+  if choice == "auto" then
+    local allowed = cuda.get_affinity()
+    cpu = allowed[#allowed]
+  end
+  cuda.set_affinity(cpu)
+  return cpu
 end
 
 -- Host-side cost of one call of fn, in milliseconds: opts.runs (default 10)

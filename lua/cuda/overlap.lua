@@ -331,7 +331,10 @@ end
 -- buffers from the device's pool. opts.streams streams (3 at least; the
 -- first is the main stream) and opts.events events per chunk (64, the most
 -- chunks a schedule may have) are made once. p:time runs opts.warmup (3)
--- untimed and opts.runs (10) timed.
+-- untimed and opts.runs (10) timed; opts.timing, more options for
+-- bench.time (bench.timing_options: the adaptive mode, opts.runs the least),
+-- applies where no run count is given. A warning bench.time gives is kept in
+-- p.warnings, "<what>: <warning>".
 function M.pipeline(dev, opts)
   local main = dev:create_stream()
   local element_size = opts.element_size or 4
@@ -345,6 +348,7 @@ function M.pipeline(dev, opts)
   local p = {dev = dev, main = main, n = opts.n, bytes = bytes, element_size = element_size, buffers = buffers,
              kernel = opts.kernel, args = opts.args or {}, block = opts.block or 256,
              warmup = opts.warmup or 3, runs = opts.runs or 10, streams = streams,
+             timing = opts.timing or {}, warnings = {},
              join_events = make_events(dev, #streams), fork_event = dev:create_event(),
              start_event = dev:create_event{timing = true}, stop_event = dev:create_event{timing = true},
              copied_events = make_events(dev, opts.events or 64), computed_events = make_events(dev, opts.events or 64)}
@@ -389,24 +393,33 @@ function Pipeline:runner(sched, graph)
 end
 
 -- bench.time of fn on the main stream between the pipeline's two timing
--- events, with its warm-up and runs (or runs).
-function Pipeline:time(fn, runs)
-  return bench.time(self.main, fn, {warmup = self.warmup, runs = runs or self.runs,
-                                    events = {self.start_event, self.stop_event}})
+-- events, with its warm-up and runs; runs given (the search) is a fixed
+-- count, else the pipeline's timing options apply. what names fn in a
+-- warning.
+function Pipeline:time(fn, runs, what)
+  local opts = {warmup = self.warmup, runs = runs or self.runs, events = {self.start_event, self.stop_event}}
+  if not runs then
+    for k, v in pairs(self.timing) do opts[k] = v end
+  end
+  local stats = bench.time(self.main, fn, opts)
+  if stats.warning then self.warnings[#self.warnings + 1] = ("%s: %s"):format(what or "?", stats.warning) end
+  return stats
 end
 
 -- Times a bound schedule; opts.graph replays a graph, opts.runs overrides
 -- the run count. Returns the stats, the function timed and its graph.
 function Pipeline:measure(sched, opts)
   opts = opts or {}
+  local range <close> = cuda.nvtx.range(sched.name)
   local fn, graph = self:runner(sched, opts.graph)
-  return self:time(fn, opts.runs), fn, graph
+  return self:time(fn, opts.runs, sched.name), fn, graph
 end
 
 -- Poisons the host output, runs fn(main) once more, and compares every
 -- element with expected (a host view, whose dtype the output is read as):
 -- {passed, max_abs_err, first_bad_index}, as view:allclose gives them.
 function Pipeline:verify(fn, expected, rtol, atol)
+  local range <close> = cuda.nvtx.range("verify")
   self.buffers.h_out:fill(0xFF)   -- NaN in every float32 and float64
   fn(self.main)
   self.main:sync()
@@ -419,16 +432,17 @@ end
 -- copies (h2d_pieces) -- bench.stats each; copy_cost_us, what each copy
 -- costs on top; limit = max(h2d, d2h, kernel) medians; h2d_gbps, d2h_gbps.
 function Pipeline:limits()
+  local range <close> = cuda.nvtx.range("limits")
   local s, whole = self.main, self.whole
-  local h2d = self:time(function() copy_in(self, whole, s) end)
-  local d2h = self:time(function() copy_out(self, whole, s) end)
-  local kernel = self:time(function() compute(self, whole, s) end)
+  local h2d = self:time(function() copy_in(self, whole, s) end, nil, "H2D alone")
+  local d2h = self:time(function() copy_out(self, whole, s) end, nil, "D2H alone")
+  local kernel = self:time(function() compute(self, whole, s) end, nil, "kernel alone")
   local both = self:bind(M.copies({chunks = {whole}}, 1))
-  local both_stats = self:time(function() self:issue(both) end)
+  local both_stats = self:time(function() self:issue(both) end, nil, "H2D + D2H together")
   local pieces = bind_chunks(self, M.split(self.n, M.weights(32, 0)))
   local h2d_pieces = self:time(function()
     for i = 1, #pieces do copy_in(self, pieces[i], s) end
-  end)
+  end, nil, "H2D as 32 copies")
   return {h2d = h2d, d2h = d2h, kernel = kernel, both = both_stats, h2d_pieces = h2d_pieces,
           copy_cost_us = (h2d_pieces.median - h2d.median) / (#pieces - 1) * 1000,
           limit = math.max(h2d.median, d2h.median, kernel.median),
