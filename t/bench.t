@@ -200,6 +200,18 @@ do
   t.ok(st.ci and st.ci[1] <= st.median and st.median <= st.ci[2], "time: the median's interval holds it")
   t.is(st.warning, nil, "time: fixed mode gives no warning")
 
+  -- opts.prepare: issued before each timed run's start event, never timed.
+  for _, extra in ipairs{{}, {precision = 0.01, max_time = 1e9}} do
+    m = mock_stream()
+    local prepared = 0
+    local opts = {runs = 5, warmup = 1, clock = m.clock, prepare = function(s)
+      assert(s == m.stream); prepared = prepared + 1; m.now = m.now + 1000 end}
+    for k, v in pairs(extra) do opts[k] = v end
+    st = bench.time(m.stream, timed_fn(m, function() return 1 end), opts)
+    t.ok(prepared == st.n and st.max < 1000, ("time: prepare runs before each timed run and is not timed (%s mode)")
+      :format(extra.precision and "adaptive" or "fixed"))
+  end
+
   m = mock_stream()
   st = bench.time(m.stream, timed_fn(m, function() return 1 + 1e-4 * math.random() end),
     {precision = 0.01, runs = 12, warmup = 0, clock = m.clock})
