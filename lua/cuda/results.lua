@@ -169,14 +169,23 @@ end
 
 -- Adds a result: its summary from samples (a list of numbers in run order,
 -- or empty when fields carry the figures), then fields, which may override
--- a summary figure with the one the script reports. Returns the entry.
+-- a summary figure with the one the script reports (not name or unit).
+-- Returns the entry.
 function Run:add(name, unit, samples, fields)
   local entry = #samples > 0 and M.summarize(samples) or {n = 0, samples = json.array{}}
-  entry.name, entry.unit = name, unit
   for key, value in pairs(fields or {}) do entry[key] = value end
+  entry.name, entry.unit = name, unit
   assert(type(entry.median) == "number", "results: a result needs samples or a median")
   self.list[#self.list + 1] = entry
   return entry
+end
+
+-- Whether every result that carries a verdict (a field verified) passed.
+function Run:verified()
+  for _, entry in ipairs(self.list) do
+    if entry.verified == false then return false end
+  end
+  return true
 end
 
 -- The JSON envelope; details: the script's own figures.
@@ -263,17 +272,26 @@ function Run:markdown()
   return table.concat(lines, "\n") .. "\n"
 end
 
-local function write_text(path, text)
+-- Writes text to path (CSV, SVG); an error names the file.
+function M.write_text(path, text)
   local file <close>, why = io.open(path, "w")
   if not file then error(("cannot write %s: %s"):format(path, why), 0) end
   assert(file:write(text))
+end
+
+-- The process' peak resident memory in MB (Linux), or nil.
+function M.peak_rss_mb()
+  for line in io.lines("/proc/self/status") do
+    local kb = line:match("^VmHWM:%s+(%d+)")
+    if kb then return tonumber(kb) / 1024 end
+  end
 end
 
 -- Writes what args asks for: args.json (the envelope), args.csv, and, on
 -- stdout after the report, args.md's table.
 function Run:finish(args, passed, details)
   if args.json then json.write_file(args.json, self:envelope(passed, details), {indent = 2}) end
-  if args.csv then write_text(args.csv, self:csv()) end
+  if args.csv then M.write_text(args.csv, self:csv()) end
   if args.md then io.stdout:write("\n", self:markdown()) end
 end
 
