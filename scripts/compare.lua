@@ -17,11 +17,9 @@ local args = cli.parse(parser, arg)
 
 local function load(path)
   local doc, why = results.read(path)
-  if not doc then
-    io.stderr:write("compare: ", why, "\n")
-    os.exit(1)
-  end
-  return doc
+  if doc then return doc end
+  io.stderr:write("compare: ", why, "\n")
+  os.exit(1)
 end
 
 -- The p10-p90 range of a figure's samples, or its median when it has none.

@@ -167,6 +167,12 @@ local function lines_of(text)
   for line in (text or ""):gmatch("([^\r\n]+)") do list[#list + 1] = line end
   return list
 end
+-- Whether doc has results and check(r) holds for each.
+local function every_result(doc, check)
+  local list = doc.results or {}
+  for _, r in ipairs(list) do if not check(r) then return false end end
+  return #list > 0
+end
 local csv, svg_file = os.tmpname(), os.tmpname()
 code, out, err = t.run(cudalua .. " streaming_overlap --elements 300000 --streams 2,4 --runs 3 --warmup 1 --quiet --json "
   .. tmp .. " --csv " .. csv .. " --md --svg " .. svg_file)
@@ -210,11 +216,9 @@ t.is(code, 0, "memory_resources --bandwidth --json --csv --md runs" .. err)
 report = read_json(tmp) or {}
 t.is(report.schema, "cudalua-results/1", "memory_resources: the schema")
 t.is(#(report.results or {}), 25, "memory_resources: a result per pair of resources")
-local rates_ok = #(report.results or {}) > 0
-for _, r in ipairs(report.results or {}) do
-  rates_ok = rates_ok and r.unit == "GB/s" and #r.samples == 10 and r.verified == true and r.median > 0
-end
-t.ok(rates_ok, "memory_resources: each pair's 10 rates, GB/s, verified")
+t.ok(every_result(report, function(r)
+  return r.unit == "GB/s" and #r.samples == 10 and r.verified == true and r.median > 0
+end), "memory_resources: each pair's 10 rates, GB/s, verified")
 t.ok(report.details and report.details.failures == 0 and report.details.bandwidth_gbps["pinned -> device"] > 0,
   "memory_resources: its own fields under details")
 t.is(report.passed, true, "memory_resources: passed")
@@ -226,11 +230,9 @@ t.is(code, 0, "launch_cost --json --csv --md runs" .. err)
 report = read_json(tmp) or {}
 t.is(report.schema, "cudalua-results/1", "launch_cost: the schema")
 t.is(#(report.results or {}), 8, "launch_cost: a result per figure")
-local batches_ok = #(report.results or {}) > 0
-for _, r in ipairs(report.results or {}) do
-  batches_ok = batches_ok and #r.samples == 10 and (r.unit == "us" or r.unit == "ms") and r.median > 0
-end
-t.ok(batches_ok, "launch_cost: every batch of both rounds")
+t.ok(every_result(report, function(r)
+  return #r.samples == 10 and (r.unit == "us" or r.unit == "ms") and r.median > 0
+end), "launch_cost: every batch of both rounds")
 local launch = report.results and report.results[1] or {}
 t.ok(report.details and launch.name == "launch_empty" and launch.median == report.details.cudalua.launch_empty.median,
   "launch_cost: the median printed, its own figures under details")
