@@ -256,8 +256,8 @@ local function collect(run, configurations, limits, auto)
                      {"H2D as 32 copies", "h2d_pieces"}, {"Kernel alone", "kernel"}} do
     run:add(l[1], "ms", limits[l[2]].raw, {group = "limit"})
   end
-  for _, k in ipairs(auto and {"copy_engines", "copies_alone", "best"} or {}) do run:add("auto " .. k, "ms",
-    auto[k].samples, auto[k]).group = "auto" end
+  local winners = auto and {"copy_engines", "copies_alone", "best"} or {}
+  for _, k in ipairs(winners) do run:add("auto " .. k, "ms", auto[k].samples, auto[k]).group = "auto" end
 end
 
 local function main(args)
