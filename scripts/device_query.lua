@@ -1,9 +1,11 @@
 -- List every CUDA device with its key properties and the driver version
 local cuda = require "cuda"
 local cli = require "cuda.cli"
+local results = require "cuda.results"
 
-local parser = cli.parser("device_query", "List every CUDA device with its key properties.")
+local parser = cli.parser("device_query", results.description())
 parser:flag("--all", "Print every property the device reports.")
+results.options(parser, {"json"})
 local args = cli.parse(parser, arg)
 
 local function gib(bytes) return ("%.1f GiB"):format(bytes / 2^30) end
@@ -54,7 +56,13 @@ cuda.Device(0)   -- without a driver or GPU: one sentence, exit 2 (the interpret
 local major, minor = cuda.driver_version()
 print(("CUDA driver version: %d.%d"):format(major, minor))
 print(("Devices: %d"):format(cuda.device_count()))
+local devices = {}
 for id = 0, cuda.device_count() - 1 do
   print()
   print_device(cuda.Device(id))
+  local dev, props = cuda.Device(id), {}
+  for key, value in pairs(dev.properties) do props[key] = value end
+  devices[#devices + 1] = {id = id, name = dev.name, arch = dev.arch, properties = props}
 end
+-- No figures: every device's properties are the details; the environment names device 0.
+results.new("device_query", {device = cuda.Device(0), argv = arg}):finish(args, true, {devices = devices})

@@ -13,6 +13,7 @@
 local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
+local results = require "cuda.results"
 
 local DEFAULT_REPEATS, DEFAULT_BATCH, MAX_BATCH, WARMUP_BATCHES = 200, 100, 500, 10
 local GRAPH_LAUNCHES = 100    -- launches captured in the graph, and direct launches compared
@@ -39,10 +40,7 @@ local FIGURE_KEYS, REFERENCE_KEYS = {}, {}   -- every figure; those launch_ref r
 for i, f in ipairs(FIGURES) do FIGURE_KEYS[i] = f.key if not f.ours then table.insert(REFERENCE_KEYS, f.key) end end
 local DIGITS = {us = 3, ms = 4}   -- decimals printed per unit
 
-local function fail(message)
-  io.stderr:write("launch_cost: ", message, "\n")
-  os.exit(1)
-end
+local function fail(message) io.stderr:write("launch_cost: ", message, "\n"); os.exit(1) end
 
 -- --- options ------------------------------------------------------------------
 local function batch_size(text)
@@ -54,10 +52,8 @@ local function batch_size(text)
 end
 
 local function parse_options(argv)
-  local parser = cli.parser("launch_cost",
-    "Host cost per call of cuda.launch, Buffer:copy_to and Stream:record, and of replaying a " ..
-    "graph of 100 launches, measured like the raw C driver API reference bench/launch_ref.")
-  parser:option("--reference", "Path to bench/launch_ref: run it and print cudalua / C ratios."):argname("<path>")
+  local parser = cli.parser("launch_cost", results.description())
+  parser:option("--reference", "bench/launch_ref: run it and print cudalua / C ratios."):argname("PROGRAM")
   parser:option("--repeats", "Timed batches per figure.", tostring(DEFAULT_REPEATS)):convert(cli.positive_integer)
   parser:option("--batch", ("Calls per timed batch (1..%d); graph replays are timed in " ..
     "batches of max(1, batch // 10)."):format(MAX_BATCH), tostring(DEFAULT_BATCH))
@@ -66,7 +62,7 @@ local function parse_options(argv)
   bench.add_cpu_option(parser)
   parser:option("--rounds", "Rounds in which cudalua and the reference take turns.", "5")
     :convert(cli.positive_integer)
-  parser:option("--json", "Also write the figures to this JSON file."):argname("<file>")
+  results.options(parser, {"json", "csv", "md"})
   return cli.parse(parser, argv)
 end
 
@@ -170,7 +166,7 @@ end
 -- reference and cudalua take turns, round after round, and each side's
 -- figure is its median over the rounds (bench.combine). The reference runs
 -- first: a broken one fails before any time is spent here. Returns our
--- figures, the reference's (or nil) and its header lines.
+-- figures, the reference's (or nil), its header lines and our rounds.
 local function measure_rounds(rig, options, graph_batch)
   local ours, theirs, header = {}, {}, nil
   for round = 1, options.rounds do
@@ -178,13 +174,13 @@ local function measure_rounds(rig, options, graph_batch)
     ours[round] = measure_ours(rig, options.repeats, options.batch, graph_batch)
   end
   return bench.combine(ours, FIGURE_KEYS, COLUMNS),
-    options.reference and bench.combine(theirs, REFERENCE_KEYS, COLUMNS) or nil, header
+    options.reference and bench.combine(theirs, REFERENCE_KEYS, COLUMNS) or nil, header, ours
 end
 
 -- --- verification ------------------------------------------------------------------
 -- The small copies must have delivered their bytes, and the events must
 -- have measured GPU time.
-local function verify(rig, results)
+local function verify(rig, ours)
   local b, s = rig.buffers, rig.stream
   local check = b.pinned_mr:allocate(SMALL_COPY_BYTES)
   local host_bytes, check_bytes = b.host_small:view("uint8"), check:view("uint8")
@@ -198,19 +194,19 @@ local function verify(rig, results)
     end
   end
   for _, key in ipairs{"graph100_gpu_ms", "direct100_gpu_ms"} do
-    if not (results[key].min > 0) then fail(("%s: the events measured no GPU time"):format(key)) end
+    if not (ours[key].min > 0) then fail(("%s: the events measured no GPU time"):format(key)) end
   end
 end
 
 -- --- report ----------------------------------------------------------------------
 -- cudalua / C for each figure the reference timed, and the launch figures
 -- over the project's target.
-local function compare(results, reference)
+local function compare(ours, reference)
   local ratios, missed = {}, {}
   for _, f in ipairs(FIGURES) do
     local theirs = reference and reference[f.key]
     if theirs and theirs.median > 0 then
-      ratios[f.key] = results[f.key].median / theirs.median
+      ratios[f.key] = ours[f.key].median / theirs.median
       if f.target and ratios[f.key] > LAUNCH_TARGET then missed[#missed + 1] = f.key end
     end
   end
@@ -233,12 +229,12 @@ local function print_row(...)
   print((("%-38s  %-26s  %-26s  %s"):format(...):gsub("%s+$", "")))
 end
 
-local function print_table(results, reference, ratios)
+local function print_table(ours, reference, ratios)
   print_row("operation", "cudalua", reference and "raw C driver API" or "", reference and "ratio" or "")
   for _, f in ipairs(FIGURES) do
     local theirs, ratio = reference and reference[f.key], ratios[f.key]
     local over = ratio and f.target and ratio > LAUNCH_TARGET
-    print_row(f.label .. ", " .. f.unit, bench.format_spread(results[f.key], DIGITS[f.unit]),
+    print_row(f.label .. ", " .. f.unit, bench.format_spread(ours[f.key], DIGITS[f.unit]),
       theirs and bench.format_spread(theirs, DIGITS[f.unit]) or "",
       ratio and ("%.2f"):format(ratio) .. (over and "  over the target" or "") or "")
   end
@@ -252,11 +248,11 @@ local function graph_gain(figs)
   return ("%.1fx"):format(figs.direct100_gpu_ms.median / graph_ms)
 end
 
-local function print_notes(results, reference, missed)
+local function print_notes(ours, reference, missed)
   print(("On the GPU, 100 direct launches take %s the time of one replay of their graph%s.")
-    :format(graph_gain(results), reference and ("; with the raw C API %s"):format(graph_gain(reference)) or ""))
+    :format(graph_gain(ours), reference and ("; with the raw C API %s"):format(graph_gain(reference)) or ""))
   -- A host that had to wait for queue space would run at the GPU's pace.
-  if results.graph100_replay_host.median * 1e-3 > 0.5 * results.graph100_gpu_ms.median then
+  if ours.graph100_replay_host.median * 1e-3 > 0.5 * ours.graph100_gpu_ms.median then
     print("Warning: a graph replay costs the host nearly its GPU time: the host may have " ..
       "waited on a full queue; try a smaller --batch.")
   end
@@ -267,20 +263,23 @@ local function print_notes(results, reference, missed)
       table.concat(missed, ", ")))
   end
   print(("Per launch, replaying a graph of %d costs the host %.3f of a direct launch (target <= %.2f)."):format(
-    BIG_GRAPH_LAUNCHES, results.graph1000_host.median / results.launch_4params.median, BIG_GRAPH_TARGET))
+    BIG_GRAPH_LAUNCHES, ours.graph1000_host.median / ours.launch_4params.median, BIG_GRAPH_TARGET))
   print("For scale, cuda.core on the H200 (the project's measurements): a launch from Python 4.2-6.1 us, " ..
     "through the driver API 3.2-3.7 us; cuMemcpyHtoDAsync 2.2-2.3 us; cuEventRecord 1.3 us.")
 end
 
-local function write_json(path, rig, options, graph_batch, results, reference, ratios)
-  local major, minor = cuda.driver_version()
-  require("cuda.json").write_file(path, {
-    script = "launch_cost", device = {id = rig.dev.id, name = rig.dev.name, arch = rig.dev.arch},
-    driver_version = ("%d.%d"):format(major, minor), cudalua_version = cuda.version, cpu = options.pinned,
-    repeats = options.repeats, batch = options.batch, graph_batch = graph_batch, warmup_batches = WARMUP_BATCHES,
+-- Each figure with every batch of every round; its median the one printed (the median over the rounds).
+local function write_outputs(options, rig, graph_batch, ours, rounds, reference, ratios)
+  local run = results.new("launch_cost", {device = rig.dev, argv = arg, columns = {"ratio"}})
+  for _, f in ipairs(FIGURES) do
+    local samples = {}
+    for _, round in ipairs(rounds) do table.move(round[f.key].raw, 1, #round[f.key].raw, #samples + 1, samples) end
+    run:add(f.key, f.unit, samples, {label = f.label, median = ours[f.key].median, ratio = ratios[f.key]})
+  end
+  run:finish(options, true, {repeats = options.repeats, batch = options.batch, graph_batch = graph_batch,
+    rounds = options.rounds, cpu = options.pinned, warmup_batches = WARMUP_BATCHES, launch_target = LAUNCH_TARGET,
     units = {host = "us per call", gpu = "ms (keys ending in _gpu_ms)"},
-    cudalua = results, reference = reference, ratios = reference and ratios or nil, launch_target = LAUNCH_TARGET,
-  })
+    cudalua = ours, reference = reference, ratios = reference and ratios or nil})
 end
 
 local function main(argv)
@@ -288,13 +287,13 @@ local function main(argv)
   local graph_batch = math.max(1, options.batch // 10)   -- as in launch_ref.c
   local rig = set_up(options.device)
   options.pinned = bench.pin(options.cpu)   -- after the driver started its threads, as launch_ref
-  local results, reference, reference_header = measure_rounds(rig, options, graph_batch)
-  verify(rig, results)
-  local ratios, missed = compare(results, reference)
+  local ours, reference, reference_header, rounds = measure_rounds(rig, options, graph_batch)
+  verify(rig, ours)
+  local ratios, missed = compare(ours, reference)
   print_header(rig, options, graph_batch, reference_header)
-  print_table(results, reference, ratios)
-  print_notes(results, reference, missed)
-  if options.json then write_json(options.json, rig, options, graph_batch, results, reference, ratios) end
+  print_table(ours, reference, ratios)
+  print_notes(ours, reference, missed)
+  write_outputs(options, rig, graph_batch, ours, rounds, reference, ratios)
 end
 
 main(arg)

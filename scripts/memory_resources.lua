@@ -6,16 +6,17 @@
 local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
+local results = require "cuda.results"
 
-local parser = cli.parser("memory_resources",
-  "Allocate from each kind of memory resource, run a kernel on the buffers, verify the results.")
+local parser = cli.parser("memory_resources", results.description())
 parser:option("--elements", "Number of float32 elements per demo.", "65536"):convert(cli.positive_integer)
 parser:option("--device", "CUDA device id.", "0"):convert(cli.device_id)
 parser:flag("--bandwidth", "Also measure copy bandwidth between every pair of resources.")
 parser:option("--bytes", "Bytes per copy for --bandwidth.", "64000000"):convert(cli.positive_integer)
 bench.add_timing_options(parser)
 parser:option("--reference", "With --bandwidth: the raw C reference (bench/copy_ref) to compare with.")
-parser:option("--json", "Write the results to FILE as JSON.")
+  :argname("PROGRAM")
+results.options(parser, {"json", "csv", "md"})
 local args = cli.parse(parser, arg)
 
 local BLOCK = 256
@@ -110,7 +111,8 @@ end
 
 -- Bytes copied per second (1e9), the median of 10 runs (or more, to
 -- --precision) after a warm-up; the destination is then checked against
--- the source. Also returns the check's result and bench.time's stats.
+-- the source. Also returns the check's result and bench.time's stats
+-- (each run's time in stats.raw).
 local function measure_copy(ctx, from, to, nbytes, source)
   local s = ctx.stream
   local src, dst = from[2]:allocate(nbytes, s), to[2]:allocate(nbytes, s)
@@ -165,6 +167,9 @@ local function bandwidth_table(ctx)
       local pair = from[1] .. " -> " .. to[1]
       results[pair], runs_taken[pair] = gbps, stats.n
       if stats.warning then warnings[#warnings + 1] = ("Warning: %s: %s"):format(pair, stats.warning) end
+      local rates = {}
+      for i, ms in ipairs(stats.raw) do rates[i] = nbytes / ms / 1e6 end
+      ctx.run:add(pair, "GB/s", rates, {median = gbps, bytes = nbytes, verified = ok, runs = stats.n})
       row = row .. ("%11.1f%s"):format(gbps, ok and " " or "!")
     end
     print(row)
@@ -178,7 +183,7 @@ local function bandwidth_table(ctx)
     for _, pair in ipairs{{"pinned -> device", "h2d_pinned"}, {"device -> pinned", "d2h_pinned"},
                           {"pinned pool -> device", "h2d_pinned_pool"}, {"pageable -> device", "h2d_pageable"},
                           {"device -> device", "d2d"}} do
-      local ours, theirs = results[pair[1]], ref[pair[2]] and ref[pair[2]].median
+      local ours, theirs = gbps_by_pair[pair[1]], ref[pair[2]] and ref[pair[2]].median
       if theirs then
         print(("%-24s cudalua %7.1f GB/s   raw C %7.1f GB/s   ratio %.3f"):format(pair[1], ours, theirs, ours / theirs))
       end
@@ -200,6 +205,7 @@ print("Device: " .. dev.name)
 local n = args.elements
 print(("Elements per demo: %s (%s)"):format(cli.format_int(n), cli.format_bytes(n * 4)))
 local ctx = {
+  run = results.new("memory_resources", {device = dev, argv = arg}),
   dev = dev, n = n, stream = dev:create_stream(), host = cuda.HostMemoryResource(),
   kernel = require("cuda.kernels").load(dev, "scale_and_bias.cu", "scale_and_bias"), config = cuda.LaunchConfig{grid = (n + BLOCK - 1) // BLOCK, block = BLOCK},
   seed = (os.time() ~ math.floor(cuda.clock() * 1e6)) % 2^31,
@@ -215,10 +221,7 @@ if args.bandwidth then
   report.bandwidth_gbps, report.bandwidth_runs = bandwidth_table(ctx)
 end
 report.failures = failures
-if args.json then require("cuda.json").write_file(args.json, report, {indent = 2}) end
 print()
-if failures > 0 then
-  print(("%d check(s) FAILED."):format(failures))
-  os.exit(1)
-end
-print("All memory resource demos passed.")
+print(failures > 0 and ("%d check(s) FAILED."):format(failures) or "All memory resource demos passed.")
+ctx.run:finish(args, failures == 0, report)
+if failures > 0 then os.exit(1) end

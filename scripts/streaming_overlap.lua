@@ -2,18 +2,18 @@
 --
 -- A port of cuda.core's "Streaming Copy + Compute Overlap" sample, then beyond it: the limits of this
 -- machine measured in the same run, every configuration's efficiency against them, and a search (--auto)
--- for the schedule that comes closest. The schedules and the search are cuda.overlap; this script runs
--- them in phases, verifies every result on the host, and reports.
+-- for the schedule that comes closest. The schedules and the search are cuda.overlap; this script runs them
+-- in phases, verifies every result on the host, and reports.
 local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
 local overlap = require "cuda.overlap"
+local results = require "cuda.results"
 
 local SCALE, RTOL, ATOL = 2.5, 1e-4, 1e-4
 
 local function parse_args()
-  local parser = cli.parser("streaming_overlap", "Overlap host-device copies with compute on several CUDA " ..
-    "streams, and compare every schedule with the limits measured on this machine.")
+  local parser = cli.parser("streaming_overlap", results.description())
   parser:option("--elements", "Number of float32 elements.", "16000000"):convert(cli.positive_integer)
   parser:option("--streams", "Stream counts to try, comma-separated.", "2,4,8"):convert(cli.integer_list)
   parser:option("--runs", "Timed runs per configuration (median reported).", "10"):convert(cli.positive_integer)
@@ -24,11 +24,12 @@ local function parse_args()
   parser:option("--seed", "Seed for the input data (default: fresh)."):convert(cli.positive_integer)
   parser:flag("--graph", "Capture each streamed pipeline once as a CUDA graph and replay it.")
   parser:flag("--auto", "Search chunk counts, stream layouts and issue orders for the best schedule.")
-  parser:option("--reference", "Path to bench/overlap_ref: run the same schedules through the raw " ..
-    "C driver API afterwards and print cudalua / C ratios.")
-  parser:option("--json", "Write every figure to FILE as JSON.")
-  parser:option("--trace", "Write a Chrome trace (Perfetto) of one pipelined run to FILE.")
+  parser:option("--reference", "bench/overlap_ref: run the same schedules through the raw " ..
+    "C driver API afterwards and print cudalua / C ratios."):argname("PROGRAM")
+  results.options(parser, {"json", "csv", "md"})
+  parser:option("--trace", "Write a Chrome trace (Perfetto) of one pipelined run to FILE."):argname("FILE")
   parser:flag("--timeline", "Draw a terminal Gantt chart of one pipelined run.")
+  parser:option("--svg", "Draw the --timeline Gantt chart to FILE as SVG."):argname("FILE")
   parser:flag("--quiet", "Print only the results.")
   return cli.parse(parser, arg)
 end
@@ -39,8 +40,7 @@ local function open_pipeline(args, say)
   local dev = cuda.Device(args.device)
   dev:set_current()
   say(("="):rep(60) .. "\nStreaming Copy + Compute Overlap\n" .. ("="):rep(60))
-  print("Device: " .. dev.name)
-  print("Compute Capability: " .. tostring(dev.compute_capability))
+  print("Device: " .. dev.name .. "\nCompute Capability: " .. tostring(dev.compute_capability))
   local kernel = require("cuda.kernels").load(dev, "vector_scale.cu", "vector_scale")
   say("Kernel compiled \u{2713}")
   return overlap.pipeline(dev, {
@@ -67,8 +67,8 @@ local function make_input(p, seed)
 end
 
 local function verification_line(v)
-  if v.passed then return "Verification: PASSED" end
-  return ("Verification: FAILED (element %s, max abs error %g)"):format(tostring(v.first_bad_index), v.max_abs_err)
+  local failed = ("FAILED (element %s, max abs error %g)"):format(tostring(v.first_bad_index), v.max_abs_err)
+  return "Verification: " .. (v.passed and "PASSED" or failed)
 end
 
 -- A configuration's figures. base holds the limit and, once measured, the
@@ -77,7 +77,7 @@ local function result(name, stats, v, base, extra)
   extra = extra or {}
   return {
     name = name, median_ms = stats.median, std_ms = stats.std, min_ms = stats.min, max_ms = stats.max,
-    runs = stats.n, efficiency = base.limit / stats.median,
+    runs = stats.n, samples = stats.raw, efficiency = base.limit / stats.median,
     speedup = base.sequential_ms and base.sequential_ms / stats.median or 1,
     verified = v.passed, max_abs_err = math.abs(v.max_abs_err) < math.huge and v.max_abs_err or nil,
     streams = extra.streams, tried = extra.tried, kind = extra.kind,
@@ -135,7 +135,7 @@ local function run_copies_alone(p, input, sched, base, schedule_ms)
   local copies = p:bind(overlap.copies(sched))
   local stats, fn = p:measure(copies)
   local v = p:verify(fn, input.reference, RTOL, ATOL)
-  local r = {chunks = #copies.chunks, median_ms = stats.median, std_ms = stats.std,
+  local r = {chunks = #copies.chunks, median_ms = stats.median, std_ms = stats.std, samples = stats.raw,
              efficiency = base.limit / stats.median, verified = v.passed}
   print(("Its copies alone (%d each way, all at once, no kernel, no waits): %.2f ms = %.0f%% of the limit;")
         :format(r.chunks, r.median_ms, 100 * r.efficiency))
@@ -191,6 +191,7 @@ local function draw_timeline(p, sched, args, say)
     timeline.write_chrome_trace(args.trace, spans, {process_name = "streaming_overlap: " .. sched.name, rows = sched.rows})
     say(("Trace of one run written to %s (open it in https://ui.perfetto.dev)"):format(args.trace))
   end
+  if args.svg then results.write_text(args.svg, require("cuda.svg").gantt(spans, {rows = sched.rows, title = sched.name})) end
 end
 
 local function fail(message)
@@ -246,14 +247,15 @@ local function limits_report(limits, sequential)
           sequential_vs_sum = sequential.median_ms / (limits.h2d.median + limits.kernel.median + limits.d2h.median)}
 end
 
-local function peak_rss_mb()
-  local status <close> = assert(io.open("/proc/self/status"))
-  return tonumber(status:read("a"):match("\nVmHWM:%s+(%d+)")) / 1024
-end
-
-local function all_verified(results)
-  for _, r in pairs(results) do if not r.verified then return false end end
-  return true
+-- The envelope's results, every sample of each: the configurations, the limits, the --auto winners.
+local function collect(run, configurations, limits, auto)
+  for _, r in ipairs(configurations) do run:add(r.name, "ms", r.samples, r).group = "configuration" end
+  for _, l in ipairs{{"H2D alone", "h2d"}, {"D2H alone", "d2h"}, {"H2D + D2H together", "both"},
+                     {"H2D as 32 copies", "h2d_pieces"}, {"Kernel alone", "kernel"}} do
+    run:add(l[1], "ms", limits[l[2]].raw, {group = "limit"})
+  end
+  local winners = auto and {"copy_engines", "copies_alone", "best"} or {}
+  for _, k in ipairs(winners) do run:add("auto " .. k, "ms", auto[k].samples, auto[k]).group = "auto" end
 end
 
 local function main(args)
@@ -271,12 +273,11 @@ local function main(args)
   print_limits(limits, say)
   local auto, winners = nil, {}
   if args.auto then auto, winners = run_auto(p, input, base, args) end
-  local results = {sequential}
-  for _, run in ipairs(streamed) do results[#results + 1] = run.result end
+  local configs = {sequential}
+  for _, run in ipairs(streamed) do configs[#configs + 1] = run.result end
   local best = fastest(streamed, winners)
-  if best and (args.timeline or args.trace) then draw_timeline(p, best.sched, args, say) end
-  local reference = args.reference and compare_with_reference(args, p, limits, results, auto, winners[1], say)
-
+  if best and (args.timeline or args.trace or args.svg) then draw_timeline(p, best.sched, args, say) end
+  local reference = args.reference and compare_with_reference(args, p, limits, configs, auto, winners[1], say)
   for _, warning in ipairs(p.warnings) do print("Warning: " .. warning) end
   say()
   say("Key: sequential = one stream, the whole array copied in, computed, copied out.")
@@ -286,14 +287,14 @@ local function main(args)
   say("     and the kernel alone, measured above. H2D and D2H share the PCIe link, so")
   say("     copying both ways at once is slower than either alone.")
   local report = {device = p.dev.name, elements = p.n, bytes = p.bytes, seed = input.seed, pinned = args.pinned,
-                  graph = args.graph or false, runs = args.runs, results = results,
+                  graph = args.graph or false, runs = args.runs, limits = limits_report(limits, sequential), auto = auto,
                   precision = args.precision, max_time = args.precision > 0 and args.max_time or nil, timing_warnings = p.warnings,
-                  limits = limits_report(limits, sequential), auto = auto, reference = reference,
-                  wall_s = cuda.clock() - wall0, peak_rss_mb = peak_rss_mb(),
-                  passed = all_verified(results) and (not auto or all_verified{auto.copy_engines, auto.copies_alone, auto.best})}
+                  reference = reference, wall_s = cuda.clock() - wall0, peak_rss_mb = results.peak_rss_mb()}
   say(("Wall time: %.2f s, peak RSS: %.0f MB"):format(report.wall_s, report.peak_rss_mb))
-  if args.json then require("cuda.json").write_file(args.json, report, {indent = 2}) end
-  if not report.passed then fail("verification FAILED") end
+  local run = results.new("streaming_overlap", {device = p.dev, argv = arg, columns = {"group", "speedup", "efficiency"}})
+  collect(run, configs, limits, auto)
+  run:finish(args, run:verified(), report)
+  if not run:verified() then fail("verification FAILED") end
 end
 
 main(parse_args())

@@ -42,8 +42,33 @@ for _, name in ipairs{"streaming_overlap", "memory_resources"} do
   t.is(select(2, err:gsub("\n", "")), 1, name .. ": one line")
 end
 
+-- --help describes each bundled script in the words of its --list line, and
+-- names its options' values the same way everywhere.
+local PLACEHOLDERS = {json = "FILE", csv = "FILE", trace = "FILE", svg = "FILE", reference = "PROGRAM"}
+code, out = t.run(cudalua .. " --list")
+local listed = {}
+for name, line in out:gmatch("\n  (%S+) +([^\n]+)") do listed[#listed + 1] = {name, line} end
+t.ok(#listed >= #scripts + 1, "--list shows every bundled script, compare too")
+for _, entry in ipairs(listed) do
+  local name, line = entry[1], entry[2]
+  code, out = t.run(nodrv .. " " .. name .. " --help")
+  local description = (out:match("^[^\n]*\n\n(.-)\n\n") or ""):gsub("%s+", " ")
+  t.is(description, line, name .. ": --help's description is its --list line")
+  local wrong = {}
+  for option, placeholder in pairs(PLACEHOLDERS) do
+    local shown = out:match("\n +%-%-" .. option .. " (%S+)")
+    if shown and shown ~= placeholder then wrong[#wrong + 1] = "--" .. option .. " " .. shown end
+  end
+  t.is(table.concat(wrong, ", "), "", name .. ": --json FILE, --reference PROGRAM, ... placeholders")
+end
+for _, name in ipairs{"streaming_overlap", "memory_resources", "launch_cost"} do
+  code, out = t.run(nodrv .. " " .. name .. " --help")
+  t.ok(out:find("--json FILE", 1, true) and out:find("--csv FILE", 1, true) and out:find("--md", 1, true),
+       name .. ": --json FILE, --csv FILE and --md")
+end
+
 if not cuda.is_available() then
-  t.skip("no CUDA device", 38)
+  t.skip("no CUDA device", 78)
   t.done()
 end
 
@@ -57,11 +82,16 @@ t.like(out, "Limit: +[%d.]+ ms", "limit line")
 local f = io.open(tmp)
 local report = f and json.decode(f:read("a"))
 if f then f:close() end
-t.ok(report and report.passed == true and #report.results == 3, "JSON has every result")
-t.ok(report and report.limits.limit_ms > 0 and report.limits.h2d_gbps > 0, "JSON has the limits")
+local function group(doc, name)
+  local list = {}
+  for _, r in ipairs(doc and doc.results or {}) do if r.group == name then list[#list + 1] = r end end
+  return list
+end
+t.ok(report and report.passed == true and #group(report, "configuration") == 3, "JSON has every result")
+t.ok(report and report.details.limits.limit_ms > 0 and report.details.limits.h2d_gbps > 0, "JSON has the limits")
 t.ok(report and report.results[2].efficiency > 0 and report.results[2].efficiency <= 1.05, "efficiency is a fraction of the limit")
-t.is(report and report.elements, 1000003, "JSON records the size")
-t.ok(report and report.precision == 0.01 and report.max_time == 1, "JSON: adaptive timing by default, 1% or 1 s")
+t.is(report and report.details.elements, 1000003, "JSON records the size")
+t.ok(report and report.details.precision == 0.01 and report.details.max_time == 1, "JSON: adaptive timing by default, 1% or 1 s")
 t.ok(report and report.results[1].runs >= 6 and report.results[2].runs >= 6,
   "JSON: each configuration's runs, enough for the median's interval")
 
@@ -69,7 +99,7 @@ code, out = t.run(cudalua .. " streaming_overlap --elements 300000 --streams 2 -
 f = io.open(tmp)
 report = f and json.decode(f:read("a"))
 if f then f:close() end
-t.ok(code == 0 and report and report.results[1].runs == 4 and report.results[2].runs == 4 and report.max_time == nil,
+t.ok(code == 0 and report and report.results[1].runs == 4 and report.results[2].runs == 4 and report.details.max_time == nil,
   "--precision 0: exactly --runs runs per configuration")
 
 code, out = t.run(cudalua .. " streaming_overlap --elements 300000 --streams 2 --runs 2 --warmup 1 --graph --quiet")
@@ -113,15 +143,15 @@ t.ok(passed >= 4 and failed == 0, "every --auto result verified, the copies alon
 f = io.open(tmp)
 report = f and json.decode(f:read("a"))
 if f then f:close() end
-local copies = report and report.auto and report.auto.copies_alone
+local copies = report and report.details.auto and report.details.auto.copies_alone
 t.ok(copies and copies.verified and copies.median_ms > 0 and copies.chunks >= 3, "JSON: the copies alone")
-local rows = report and report.reference and report.reference.rows or {}
+local rows = report and report.details.reference and report.details.reference.rows or {}
 local by_key = {}
 for _, r in ipairs(rows) do by_key[r.key] = r end
 t.ok(by_key.h2d and by_key.sequential and by_key.streams_2, "JSON: limits, sequential and streams compared with C")
 local engines = copies and by_key["engines_" .. copies.chunks]
 t.ok(engines and engines.c_ms == 2.0 and math.abs(engines.ratio - engines.cudalua_ms / 2.0) < 1e-12
-  and engines.cudalua_ms == report.auto.copy_engines.median_ms,
+  and engines.cudalua_ms == report.details.auto.copy_engines.median_ms,
   "JSON: the best copy-engine schedule against C's engine schedule with as many chunks")
 local args_given = t.read_file(dir .. "/args") or ""
 t.like(args_given, "%-%-elements\n200000\n", "the reference gets the problem size")
@@ -153,8 +183,105 @@ t.like(out, "grid 1, block 32; pinned to CPU %d+", "launch_cost pins itself by d
 f = io.open(tmp)
 report = f and json.decode(f:read("a"))
 if f then f:close() end
-t.ok(report and math.type(report.cpu) == "integer", "JSON: the CPU it ran on")
+t.ok(report and math.type(report.details.cpu) == "integer", "JSON: the CPU it ran on")
 code, out = t.run(cudalua .. " launch_cost --repeats 3 --rounds 1 --batch 10 --cpu none")
 t.like(out, "grid 1, block 32; not pinned", "--cpu none does not pin")
-os.remove(tmp); os.remove(trace)
+-- cudalua-results/1: the envelope, every raw sample, CSV, Markdown, SVG
+local function read_json(path)
+  local text = t.read_file(path)
+  local ok, doc = pcall(json.decode, text or "")
+  return ok and doc or nil
+end
+local function lines_of(text)
+  local list = {}
+  for line in (text or ""):gmatch("([^\r\n]+)") do list[#list + 1] = line end
+  return list
+end
+-- Whether doc has results and check(r) holds for each.
+local function every_result(doc, check)
+  local list = doc.results or {}
+  for _, r in ipairs(list) do if not check(r) then return false end end
+  return #list > 0
+end
+local csv, svg_file = os.tmpname(), os.tmpname()
+code, out, err = t.run(cudalua .. " streaming_overlap --elements 300000 --streams 2,4 --runs 3 --warmup 1 --precision 0 --quiet --json "
+  .. tmp .. " --csv " .. csv .. " --md --svg " .. svg_file)
+t.is(code, 0, "--json --csv --md --svg run" .. err)
+report = read_json(tmp) or {}
+local dev0 = cuda.Device(0)
+t.is(report.schema, "cudalua-results/1", "JSON: the schema")
+t.ok(report.tool and report.tool.version == cuda.version and report.tool.lua == _VERSION, "JSON: cudalua's and Lua's versions")
+local env = report.environment or {}
+t.ok(env.device and env.device.name == dev0.name and env.device.uuid == dev0.uuid
+  and env.device.pci_bus_id == dev0.pci_bus_id, "JSON: the device's name, UUID and PCI bus id")
+t.like(env.driver_version or "", "^%d+%.%d+$", "JSON: the driver version")
+t.like(env.command_line or "", "^cudalua streaming_overlap .*%-%-md", "JSON: the command line")
+t.like(env.time_utc or "", "Z$", "JSON: the UTC time")
+local configs = group(report, "configuration")
+t.is(#configs, 3, "JSON: sequential, 2 and 4 streams")
+local all_samples = #configs > 0
+for _, r in ipairs(configs) do
+  local sorted = table.move(r.samples, 1, #r.samples, 1, {})
+  table.sort(sorted)
+  all_samples = all_samples and #r.samples == 3 and r.n == 3 and r.median == sorted[2] and r.unit == "ms"
+end
+t.ok(all_samples, "JSON: each configuration has its 3 raw samples, their median, unit ms")
+t.is(#group(report, "limit"), 5, "JSON: the 5 limits are results too")
+t.is(report.passed, true, "JSON: passed")
+local csv_lines = lines_of(t.read_file(csv))
+t.like(csv_lines[1] or "", "^name,unit,n,median,", "CSV: the header")
+t.is(#csv_lines, #(report.results or {}) + 1, "CSV: a line per result")
+t.like(out, "\n| name +| unit +|", "--md: a Markdown table on stdout")
+t.like(out, "\n| sequential +| ms +|", "--md: a row per result")
+local svg_text = t.read_file(svg_file) or ""
+t.like(svg_text, "^<svg ", "--svg writes an SVG document")
+t.like(svg_text, "H2D", "--svg: the chart shows copies")
+t.ok(select(2, svg_text:gsub("<title>", "")) >= 3 * 4, "--svg: a rectangle per operation")
+local a_json = tmp .. ".a"
+os.rename(tmp, a_json)
+
+code, out, err = t.run(cudalua .. " memory_resources --elements 4099 --bandwidth --bytes 1000000 --precision 0 --json " .. tmp
+  .. " --csv " .. csv .. " --md")
+t.is(code, 0, "memory_resources --bandwidth --json --csv --md runs" .. err)
+report = read_json(tmp) or {}
+t.is(report.schema, "cudalua-results/1", "memory_resources: the schema")
+t.is(#(report.results or {}), 25, "memory_resources: a result per pair of resources")
+t.ok(every_result(report, function(r)
+  return r.unit == "GB/s" and #r.samples == 10 and r.verified == true and r.median > 0
+end), "memory_resources: each pair's 10 rates, GB/s, verified")
+t.ok(report.details and report.details.failures == 0 and report.details.bandwidth_gbps["pinned -> device"] > 0,
+  "memory_resources: its own fields under details")
+t.is(report.passed, true, "memory_resources: passed")
+t.is(#lines_of(t.read_file(csv)), 26, "memory_resources: CSV header and 25 lines")
+t.like(out, "\n| pinned %-> device +| GB/s +|", "memory_resources: --md table")
+
+code, out, err = t.run(cudalua .. " launch_cost --repeats 5 --batch 10 --rounds 2 --json " .. tmp .. " --csv " .. csv .. " --md")
+t.is(code, 0, "launch_cost --json --csv --md runs" .. err)
+report = read_json(tmp) or {}
+t.is(report.schema, "cudalua-results/1", "launch_cost: the schema")
+t.is(#(report.results or {}), 8, "launch_cost: a result per figure")
+t.ok(every_result(report, function(r)
+  return #r.samples == 10 and (r.unit == "us" or r.unit == "ms") and r.median > 0
+end), "launch_cost: every batch of both rounds")
+local launch = report.results and report.results[1] or {}
+t.ok(report.details and launch.name == "launch_empty" and launch.median == report.details.cudalua.launch_empty.median,
+  "launch_cost: the median printed, its own figures under details")
+t.is(#lines_of(t.read_file(csv)), 9, "launch_cost: CSV")
+t.like(out, "\n| launch_empty +| us +|", "launch_cost: --md table")
+
+code, out, err = t.run(cudalua .. " device_query --json " .. tmp)
+t.is(code, 0, "device_query --json runs" .. err)
+report = read_json(tmp) or {}
+t.ok(report.schema == "cudalua-results/1" and report.passed == true and #(report.results or {1}) == 0,
+  "device_query: the envelope, no figures")
+local first = report.details and report.details.devices[1] or {}
+t.ok(first.name == dev0.name and first.properties.multiprocessor_count == dev0.properties.multiprocessor_count,
+  "device_query: every device's properties under details")
+t.is(#report.details.devices, cuda.device_count(), "device_query: every device")
+
+code, out, err = t.run(cudalua .. " compare " .. a_json .. " " .. a_json)
+t.is(code, 0, "compare of a run with itself exits 0" .. err)
+t.like(out, "\nsequential +ms +[%d.]+ +[%d.]+ +1%.000\n", "compare: a run against itself, ratio 1")
+t.like(out, "0 flagged", "compare: nothing flagged")
+os.remove(tmp); os.remove(trace); os.remove(csv); os.remove(svg_file); os.remove(a_json)
 t.done()

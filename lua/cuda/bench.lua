@@ -37,12 +37,13 @@ function M.percentile(sorted, p)
 end
 
 -- {median, min, p90, max} of a list of numbers, as ref_summarize in
--- bench/ref.h reports a figure (median and p90 interpolated).
+-- bench/ref.h reports a figure (median and p90 interpolated); raw is a copy
+-- of the samples in the order given.
 function M.summary(samples)
   assert(#samples > 0, "bench.summary needs at least one sample")
   local sorted = sorted_copy(samples)
   return {median = M.percentile(sorted, 50), min = sorted[1], p90 = M.percentile(sorted, 90),
-          max = sorted[#sorted]}
+          max = sorted[#sorted], raw = table.move(samples, 1, #samples, 1, {})}
 end
 
 -- How a column of a figure is combined over rounds: the least min, the
@@ -69,9 +70,9 @@ function M.combine(rounds, keys, columns)
   return combined
 end
 
--- Summary of a list of numbers: {n, median, mean, std, min, max, samples},
--- std being the sample standard deviation (0 for a single sample) and
--- samples a sorted copy.
+-- Summary of a list of numbers: {n, median, mean, std, min, max, samples,
+-- raw}, std being the sample standard deviation (0 for a single sample),
+-- samples a sorted copy and raw a copy in the order given (run order).
 function M.stats(samples)
   local n = #samples
   assert(n > 0, "bench.stats needs at least one sample")
@@ -83,7 +84,7 @@ function M.stats(samples)
   for i = 1, n do squares = squares + (sorted[i] - mean) ^ 2 end
   return {
     n = n, median = middle(sorted), mean = mean, std = n > 1 and math.sqrt(squares / (n - 1)) or 0.0,
-    min = sorted[1], max = sorted[n], samples = sorted,
+    min = sorted[1], max = sorted[n], samples = sorted, raw = table.move(samples, 1, n, 1, {}),
   }
 end
 

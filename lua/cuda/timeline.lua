@@ -424,4 +424,7 @@ function M.write_chrome_trace(path, spans, opts)
   json.write_file(path, M.chrome_trace(spans, opts), {indent = opts.indent})
 end
 
+-- For other renderers of the same spans (cuda.svg): rows, lanes and ticks as the Gantt chart has them.
+M.row_order, M.lanes, M.tick_step = row_order, assign_lanes, tick_step
+
 return M
