@@ -8,10 +8,10 @@ local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
 local bandwidth = require "cuda.bandwidth"
+local results = require "cuda.results"
 
 local function parse_args()
-  local parser = cli.parser("bandwidth", "Sweep copy sizes over paths, host memory and engines; fit each " ..
-    "copy's fixed cost and rate; predict the overlap pipeline's best chunk count.")
+  local parser = cli.parser("bandwidth", results.description())
   parser:option("--sizes", "Bytes per copy, comma-separated (4096, 4K, 64M; default 4K..256M by powers of two).")
     :convert(bandwidth.parse_sizes)
   parser:option("--paths", "Paths: " .. table.concat(bandwidth.PATHS, ",") .. ".", table.concat(bandwidth.PATHS, ","))
@@ -27,9 +27,10 @@ local function parse_args()
     :convert(cli.positive_integer)
   parser:flag("--overlap", "Also search the overlap schedules (streaming_overlap --auto) and compare the " ..
     "searched best chunk count with the predicted one.")
-  parser:option("--reference", "Path to bench/bandwidth_ref: the same sweep through the raw C driver API; " ..
-    "prints cudalua / C time ratios at every size.")
-  parser:option("--json", "Write every figure to FILE as JSON.")
+  parser:option("--reference", "bench/bandwidth_ref: the same sweep through the raw C driver API; " ..
+    "prints cudalua / C time ratios at every size."):argname("PROGRAM")
+  results.options(parser, {"json", "csv", "md"})
+  parser:option("--svg", "Draw the sweep to FILE as SVG: GB/s against bytes, a line per series."):argname("FILE")
   return cli.parse(parser, arg)
 end
 
@@ -155,10 +156,25 @@ local searched = args.overlap and run_overlap(dev, args) or nil
 local predicted = predict(sweep, args.elements * 4, searched and searched.kernel_ms)
 if searched then print_overlap(searched, predicted) end
 local reference = args.reference and compare_with_reference(args, sweep) or nil
-if args.json then
-  require("cuda.json").write_file(args.json, {device = dev.name, sizes = sweep.sizes, series = sweep.series,
-    failures = sweep.failures, predicted = predicted, searched = searched, reference = reference}, {indent = 2})
+-- Every size of every series a result in GB/s, with each timed copy's rate; the sweep drawn as SVG.
+local run = results.new("bandwidth", {device = dev, argv = arg})
+local lines = {}
+for _, s in ipairs(sweep.series) do
+  local line = {name = bandwidth.series_name(s), points = {}}
+  for _, p in ipairs(s.points or {}) do
+    local rates = {}
+    for i, ms in ipairs(p.samples_ms) do rates[i] = p.bytes / ms / 1e6 end
+    run:add(("%s %d"):format(line.name, p.bytes), "GB/s", rates, {median = p.gbps, bytes = p.bytes, verified = p.verified})
+    line.points[#line.points + 1] = {p.bytes, p.gbps}
+  end
+  if #line.points > 0 then lines[#lines + 1] = line end
 end
+if args.svg then
+  results.write_text(args.svg, require("cuda.svg").lines(lines, {title = "Copy bandwidth on " .. dev.name,
+    x_label = "bytes per copy", y_label = "GB/s", x_base = 4}))
+end
+run:finish(args, sweep.failures == 0 and (not searched or searched.verified), {sizes = sweep.sizes,
+  series = sweep.series, failures = sweep.failures, predicted = predicted, searched = searched, reference = reference})
 local failed = sweep.failures + (searched and not searched.verified and 1 or 0)
 if failed > 0 then fail(("%d check(s) FAILED."):format(failed)) end
 print("\nEvery copy verified.")

@@ -347,7 +347,7 @@ local function measure_size(ctx, series, legs, bytes, seed)
     prepare = function(s) for _, l in ipairs(legs) do l.dst:slice(0, bytes):fill(M.POISON, s) end end,
     check = function() verified = legs_correct(ctx, legs, bytes) and verified end,
   })
-  return {bytes = bytes, ms = stats.median, min_ms = stats.min, max_ms = stats.max,
+  return {bytes = bytes, ms = stats.median, min_ms = stats.min, max_ms = stats.max, samples_ms = stats.raw,
           gbps = bytes / stats.median / 1e6, verified = verified}
 end
 
