@@ -4,12 +4,9 @@
 -- /dev/null a device, a FIFO a FIFO, a symlink a link, /dev/stdout the
 -- process's own output; a regular file replaced atomically. No GPU needed.
 local t = require "tap"
-local cuda = require "cuda"
-local json = require "cuda.json"
-local cli = require "cuda.cli"
+t.plan(44)
+local cuda, json, cli = require "cuda", require "cuda.json", require "cuda.cli"
 local cudalua = t.cudalua()
-
-t.plan(43)
 
 local function quote(path) return "'" .. path .. "'" end
 local function sh(command) return os.execute(command) == true end
@@ -122,11 +119,14 @@ t.is(cli.output_file(dir .. "/ok.json"), dir .. "/ok.json", "cli.output_file: a 
 none, message = cli.output_file("/nonexistent/x.json")
 t.ok(none == nil and message:find("cannot write /nonexistent/x.json", 1, true), "cli.output_file: nil, why")
 local parser = cli.parser("test", "A test.")
-parser:option("--json")
+parser:option("-j --json")
 parser:option("--other")
 local args = cli.parse(parser, {"--json", dir .. "/ok.json", "--other", "/nonexistent/x"})
 t.ok(args.json == dir .. "/ok.json" and args.other == "/nonexistent/x",
   "cli.parse: --json checked and kept, other options untouched")
+ok, why = parser:pparse{"-j", "/nonexistent/x.json"}   -- the parser cli.parse prepared
+t.ok(not ok and why:find("bad value for -j: cannot write /nonexistent/x.json", 1, true),
+  "cli.parse: an output option is checked by any of its names")
 
 code, out, err = t.run(cudalua .. " memory_resources --json /nonexistent/folder/x.json")
 t.is(code, 2, "memory_resources --json in a missing folder: exit 2, a usage error")

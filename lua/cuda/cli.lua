@@ -24,9 +24,9 @@ end
 
 -- Converter errors are made to name their option ("bad value for
 -- --streams: ..."), however the converter was attached. That means reading
--- argparse's element lists (_options, _arguments, _convert, _name: private,
--- but stable across lua-argparse 0.5-0.7); without them messages stay as
--- the converters wrote them.
+-- argparse's element lists (_options, _arguments, _convert, _name,
+-- _aliases: private, but stable across lua-argparse 0.5-0.7); without them
+-- messages stay as the converters wrote them.
 local named_converters = setmetatable({}, {__mode = "k"})
 
 local function name_errors(element)
@@ -50,8 +50,9 @@ end
 M.output_options = {["--json"] = true, ["--trace"] = true}
 
 local function check_output(option)
-  if M.output_options[rawget(option, "_name")] and rawget(option, "_convert") == nil then
-    option._convert = M.output_file
+  if rawget(option, "_convert") ~= nil then return end
+  for _, alias in ipairs(rawget(option, "_aliases") or {}) do
+    if M.output_options[alias] then option._convert = M.output_file end
   end
 end
 
