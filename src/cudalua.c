@@ -429,7 +429,7 @@ static void print_results(lua_State *L, int n)
   luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
   lua_getglobal(L, "print");
   lua_insert(L, -n - 1);
-  if (lua_pcall(L, n, 0, 0) != LUA_OK)
+  if (docall(L, n, 0) != LUA_OK)   /* Ctrl-C stops a slow __tostring too */
     report(L);
 }
 
