@@ -6,6 +6,7 @@
  * status: 0 success, 1 a script error, 2 a usage error or no usable GPU. */
 #include <dirent.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,12 +199,53 @@ static int report(lua_State *L)
   return status;
 }
 
+/* --- Ctrl-C ------------------------------------------------------------------ */
+
+/* As in lua(1): SIGINT while a chunk runs sets a hook that raises
+ * "interrupted!" at the next Lua instruction, so the chunk unwinds like any
+ * error (its <close> handlers run, then lua_close's finalizers give the
+ * driver's memory back) and the exit status is 1. The handler puts the
+ * default action back first: a second Ctrl-C, while stuck in one long C
+ * call (a synchronize), ends the process at once. Between chunks (at the
+ * interactive prompt) Ctrl-C has its default action too. */
+static lua_State *volatile interrupted_state;
+
+static void raise_interrupted(lua_State *L, lua_Debug *ar)
+{
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  luaL_error(L, "interrupted!");
+}
+
+static void set_sigint_action(void (*action)(int))
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = action;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+}
+
+/* lua_sethook is the one Lua call documented as safe in a signal handler. */
+static void on_sigint(int sig)
+{
+  (void)sig;
+  set_sigint_action(SIG_DFL);
+  lua_sethook(interrupted_state, raise_interrupted,
+              LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
+}
+
 static int docall(lua_State *L, int nargs, int nresults)
 {
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, message_handler);
   lua_insert(L, base);
+  interrupted_state = L;
+  set_sigint_action(on_sigint);
   int status = lua_pcall(L, nargs, nresults, base);
+  set_sigint_action(SIG_DFL);
+  if (lua_gethook(L) == raise_interrupted)   /* Ctrl-C just as the chunk ended */
+    lua_sethook(L, NULL, 0, 0);
   lua_remove(L, base);
   return status;
 }
@@ -387,7 +429,7 @@ static void print_results(lua_State *L, int n)
   luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
   lua_getglobal(L, "print");
   lua_insert(L, -n - 1);
-  if (lua_pcall(L, n, 0, 0) != LUA_OK)
+  if (docall(L, n, 0) != LUA_OK)   /* Ctrl-C stops a slow __tostring too */
     report(L);
 }
 

@@ -121,7 +121,35 @@ void cl_push_error(lua_State *L, int code, const char *name, const char *api,
   luaL_setmetatable(L, CL_ERROR);
 }
 
-static void push_driver_error(lua_State *L, CUresult r, const char *api)
+/* --- errors that lose the context ------------------------------------------ */
+
+/* cuda.h documents these as leaving the process "in an inconsistent state":
+ * every later CUDA call fails, and only a new process can use the GPU again.
+ * The first one is remembered, so that it and every error after it say so
+ * (later calls then raise instead of working on a broken context). */
+#define CONTEXT_LOST "the context is lost: restart the process"
+static CUresult context_lost = CUDA_SUCCESS;
+
+static int loses_context(CUresult r)
+{
+  switch ((int)r) {
+  case CUDA_ERROR_ILLEGAL_ADDRESS: case CUDA_ERROR_LAUNCH_TIMEOUT:
+  case CUDA_ERROR_HARDWARE_STACK_ERROR: case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+  case CUDA_ERROR_MISALIGNED_ADDRESS: case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+  case CUDA_ERROR_INVALID_PC: case CUDA_ERROR_LAUNCH_FAILED:
+  case CUDA_ERROR_MPS_CLIENT_TERMINATED: case CUDA_ERROR_EXTERNAL_DEVICE:
+  /* by number: older headers than CUDA 12.8 lack the names */
+  case 226:  /* CUDA_ERROR_CONTAINED */
+  case 721:  /* CUDA_ERROR_TENSOR_MEMORY_LEAK */
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* Push the cuda.Error for r: the driver's text, then detail (or NULL), then
+ * whether the context is lost (also as the field context_lost = true). */
+static void push_driver_error(lua_State *L, CUresult r, const char *api, const char *detail)
 {
   const char *name = NULL, *text = NULL;
   if (cl_driver.p_cuGetErrorName) {
@@ -131,28 +159,33 @@ static void push_driver_error(lua_State *L, CUresult r, const char *api)
     name = "CUDA_ERROR_OUT_OF_MEMORY";
     text = "out of memory";
   }
-  cl_push_error(L, (int)r, name ? name : "CUDA_ERROR_UNKNOWN", api,
-                text ? text : "unknown error");
+  if (context_lost == CUDA_SUCCESS && loses_context(r))
+    context_lost = r;
+  const char *message = lua_pushfstring(L, "%s%s%s%s", text ? text : "unknown error",
+                                        detail ? ": " : "", detail ? detail : "",
+                                        context_lost ? "; " CONTEXT_LOST : "");
+  cl_push_error(L, (int)r, name ? name : "CUDA_ERROR_UNKNOWN", api, message);
+  lua_remove(L, -2);
+  if (context_lost) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "context_lost");
+  }
 }
 
 int cl_raise(lua_State *L, CUresult r, const char *api)
 {
-  push_driver_error(L, r, api);
+  push_driver_error(L, r, api, NULL);
   return lua_error(L);
 }
 
 int cl_raise_detail(lua_State *L, CUresult r, const char *api, const char *fmt, ...)
 {
-  push_driver_error(L, r, api);
-  lua_getfield(L, -1, "message");
   va_list ap;
   va_start(ap, fmt);
-  lua_pushfstring(L, "%s: ", lua_tostring(L, -1));
-  lua_pushvfstring(L, fmt, ap);
+  const char *detail = lua_pushvfstring(L, fmt, ap);
   va_end(ap);
-  lua_concat(L, 2);
-  lua_setfield(L, -3, "message");
-  lua_pop(L, 1);
+  push_driver_error(L, r, api, detail);
+  lua_remove(L, -2);
   return lua_error(L);
 }
 

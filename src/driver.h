@@ -75,7 +75,10 @@ void cl_driver_load(lua_State *L);
  * reason in why. */
 int cl_driver_try_load(char *why, size_t whysize);
 
-/* Raise a cuda.Error for a failed driver call. */
+/* Raise a cuda.Error for a failed driver call. After an error that leaves
+ * the context unusable (an illegal address in a kernel, ...), this one and
+ * every later one say "the context is lost: restart the process" and carry
+ * context_lost = true. */
 int cl_raise(lua_State *L, CUresult r, const char *api);
 
 /* The same, with a detail appended to the message ("... (asked for N bytes)"). */

@@ -2,7 +2,7 @@
 local t = require "tap"
 local cudalua = t.cudalua()
 
-t.plan(42)
+t.plan(50)
 
 local code, out, err = t.run(cudalua .. " -e 'print(1 + 1)'")
 t.is(code, 0, "-e runs a statement")
@@ -105,5 +105,45 @@ t.like(out, "/nonexistent/%?%.lua", "LUA_PATH honoured")
 
 code, out = t.run("LUA_INIT='x_from_init = 5' " .. cudalua .. " -e 'print(x_from_init)'")
 t.is(out, "5\n", "LUA_INIT honoured")
+
+-- Ctrl-C, like lua(1): "interrupted!" and a traceback at the next Lua
+-- instruction, exit 1, the chunk unwound (its <close> handlers ran) and the
+-- state closed. The chunk creates the file "ready" once it runs; SIGINT is
+-- sent only then. `timeout --foreground` forwards the signal once, and ends
+-- a run that ignores it.
+local LOOP = [[io.open("ready", "w"):close() while true do end]]
+local WAIT_READY = "i=0; while [ ! -e ready ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done"
+local TIMED = "timeout --foreground 60 " .. cudalua
+
+-- Runs shell in a fresh folder, then waits for its $pid: "exit N", the
+-- files out and err, and the seconds it all took.
+local function run_in_folder(shell)
+  local dir = t.tmpdir()
+  local started = os.time()
+  local _, status = t.run(("cd '%s' || exit 1\n%s\nwait $pid; echo \"exit $?\""):format(dir, shell))
+  local elapsed = os.time() - started
+  local out, err = t.read_file(dir .. "/out"), t.read_file(dir .. "/err")
+  os.execute(("rm -rf '%s'"):format(dir))
+  return status, out, err, elapsed
+end
+
+local status, elapsed
+status, out, err, elapsed = run_in_folder(("%s -e '%s' >out 2>err & pid=$!\n%s; kill -INT $pid"):format(TIMED,
+  [[local guard <close> = setmetatable({}, {__close = function() print("close handler ran") end}) ]] .. LOOP,
+  WAIT_READY))
+t.is(status, "exit 1\n", "Ctrl-C during a script: exit 1, like lua(1)")
+t.like(err, "^cudalua: [^\n]*interrupted!\nstack traceback:", "Ctrl-C: 'interrupted!' with a traceback")
+t.is(out, "close handler ran\n", "Ctrl-C: the chunk unwinds, its <close> handlers run")
+t.ok(elapsed <= 10, "Ctrl-C: the loop stops at once (" .. elapsed .. " s)")
+
+-- interactive: Ctrl-C ends the running chunk, and the session goes on
+status, out, err, elapsed = run_in_folder(([[
+mkfifo in; %s -i <in >out 2>err & pid=$!
+exec 3>in; echo '%s' >&3; %s; kill -INT $pid
+echo 'print("still " .. "here")' >&3; exec 3>&-]]):format(TIMED, LOOP, WAIT_READY))
+t.is(status, "exit 0\n", "Ctrl-C in interactive mode: the session ends normally at the end of input")
+t.like(err, "interrupted!\nstack traceback:", "Ctrl-C in interactive mode: the chunk is interrupted")
+t.like(out, "still here", "Ctrl-C in interactive mode: the next chunk runs")
+t.ok(elapsed <= 10, "Ctrl-C in interactive mode: at once (" .. elapsed .. " s)")
 
 t.done()

@@ -24,9 +24,9 @@ end
 
 -- Converter errors are made to name their option ("bad value for
 -- --streams: ..."), however the converter was attached. That means reading
--- argparse's element lists (_options, _arguments, _convert, _name: private,
--- but stable across lua-argparse 0.5-0.7); without them messages stay as
--- the converters wrote them.
+-- argparse's element lists (_options, _arguments, _convert, _name,
+-- _aliases: private, but stable across lua-argparse 0.5-0.7); without them
+-- messages stay as the converters wrote them.
 local named_converters = setmetatable({}, {__mode = "k"})
 
 local function name_errors(element)
@@ -44,7 +44,20 @@ local function name_errors(element)
   element._convert = named
 end
 
-local function name_all_errors(parser)
+-- Output files are checked while the options are parsed, so a path that
+-- cannot be written stops the script before its work, not after it.
+-- Options named here get cli.output_file unless they have a converter.
+M.output_options = {["--json"] = true, ["--trace"] = true}
+
+local function check_output(option)
+  if rawget(option, "_convert") ~= nil then return end
+  for _, alias in ipairs(rawget(option, "_aliases") or {}) do
+    if M.output_options[alias] then option._convert = M.output_file end
+  end
+end
+
+local function prepare(parser)
+  for _, option in ipairs(rawget(parser, "_options") or {}) do check_output(option) end
   for _, list in ipairs{rawget(parser, "_options") or {}, rawget(parser, "_arguments") or {}} do
     for _, element in ipairs(list) do name_errors(element) end
   end
@@ -53,7 +66,7 @@ end
 -- Parses args (default: the global arg table). Returns the result table; on
 -- a usage error prints usage and error to stderr and exits with status 2.
 function M.parse(parser, args)
-  name_all_errors(parser)
+  prepare(parser)
   local ok, result = parser:pparse(args or _G.arg or {})
   if ok then return result end
   local name = script_names[parser]
@@ -116,6 +129,15 @@ function M.device_id(text)
   local n = M.positive_integer(text)
   if not n then return nil, ("'%s' is not a device id (0, 1, ...)"):format(tostring(text)) end
   return n
+end
+
+-- A file the script will write (cuda.json.write_file): the folder exists
+-- and takes new files, or the file (a FIFO, /dev/stdout, ...) is writable.
+function M.output_file(text)
+  text = tostring(text)
+  local ok, why = require("cuda.json").can_write(text)
+  if ok then return text end
+  return nil, why
 end
 
 -- "2,4,8" -> {2, 4, 8}: one or more positive integers separated by commas.

@@ -6,7 +6,8 @@
 --
 --   json.encode(value [, {indent = 2}]) -> string
 --   json.decode(text) -> value
---   json.write_file(path, value [, {indent = 2}])   -- atomic replace
+--   json.write_file(path, value [, {indent = 2}])   -- atomic replace, see below
+--   json.can_write(path) -> true | false, why         -- would write_file work?
 --   json.array([t]) -> t      -- mark t to encode as an array, even if empty
 --   json.null                 -- encodes as null; what decode returns for null
 local M = {}
@@ -307,6 +308,62 @@ function M.decode(text)
 end
 
 -- --- files ------------------------------------------------------------------
+-- A regular file (or none yet) is replaced atomically: readers see the old
+-- file or the complete new one. A symlink is followed, so it stays a link
+-- and its target is replaced. Anything else is written in place: renaming
+-- over a FIFO, a terminal or /dev/null would put a regular file there (as
+-- root, in /dev too). /dev/stdout and /dev/stderr are written through
+-- io.stdout and io.stderr, so the JSON stays in order with what the script
+-- printed, even when the stream is redirected to a file.
+
+local STANDARD_STREAMS = {
+  ["/dev/stdout"] = "stdout", ["/dev/fd/1"] = "stdout", ["/proc/self/fd/1"] = "stdout",
+  ["/dev/stderr"] = "stderr", ["/dev/fd/2"] = "stderr", ["/proc/self/fd/2"] = "stderr",
+}
+
+local function folder_of(path)
+  local folder = path:match("^(.*)/[^/]*$")
+  if not folder then return "." end
+  return folder == "" and "/" or folder
+end
+
+-- The folder a regular file is written in must take new files: the
+-- temporary one, renamed over path.
+local function check_folder(folder)
+  local kind, writable = require("cuda").file_kind(folder)
+  if not kind then return nil, writable end
+  if kind == "absent" then return nil, ("the folder %s does not exist"):format(folder) end
+  if kind ~= "directory" then return nil, ("%s is not a folder"):format(folder) end
+  if not writable then return nil, ("the folder %s is not writable"):format(folder) end
+  return true
+end
+
+-- How path is written: {stream = file}, {in_place = path} or {target =
+-- path}, the file a temporary one is renamed over; or nil and why not.
+local function plan_output(path)
+  local stream = STANDARD_STREAMS[path]
+  if stream then return {stream = io[stream]} end
+  if path == "" or path:sub(-1) == "/" then return nil, "not a file name" end
+  local cuda = require "cuda"
+  local kind, writable = cuda.file_kind(path)
+  if not kind then return nil, writable end
+  if kind == "directory" then return nil, "it is a folder" end
+  if kind ~= "absent" and not writable then return nil, "permission denied" end
+  if kind ~= "absent" and kind ~= "file" then return {in_place = path} end
+  local target = kind == "file" and assert(cuda.real_path(path)) or path
+  local ok, why = check_folder(folder_of(target))
+  if not ok then return nil, why end
+  return {target = target}
+end
+
+-- Whether write_file(path, ...) can write there, checked without writing:
+-- scripts check their output options before they start working.
+function M.can_write(path)
+  assert(type(path) == "string", "json.can_write expects a path")
+  local plan, why = plan_output(path)
+  if plan then return true end
+  return false, ("cannot write %s: %s"):format(path, why)
+end
 
 -- A temporary name next to path, so os.rename stays within one file system.
 -- Built without math.random, which would disturb a script's seeded sequence.
@@ -317,24 +374,43 @@ local function temp_name(path)
   return ("%s.tmp.%x%s%x"):format(path, os.time(), address, temp_counter)
 end
 
+local function write_and_flush(f, text)
+  assert(f:write(text))
+  assert(f:flush())
+end
+
 local function write_all(name, text)
   local f <close>, err = io.open(name, "w")
   if not f then error(err, 0) end
-  assert(f:write(text))
-  assert(f:flush())
+  write_and_flush(f, text)
   local ok, close_err = f:close()
   if not ok then error(close_err, 0) end
 end
 
--- Readers of path see either the old file or the complete new one, never a
--- half-written file. Encoding happens first, so a bad value leaves no trace.
-function M.write_file(path, value, opts)
-  local text = M.encode(value, opts or {indent = 2}) .. "\n"
-  local tmp = temp_name(path)
+local function replace(target, text)
+  local tmp = temp_name(target)
   local ok, err = pcall(write_all, tmp, text)
-  if ok then ok, err = os.rename(tmp, path) end
+  if ok then ok, err = os.rename(tmp, target) end
   if not ok then
     os.remove(tmp)
+    error(err, 0)
+  end
+end
+
+local function write_planned(plan, text)
+  if plan.stream then write_and_flush(plan.stream, text)
+  elseif plan.in_place then write_all(plan.in_place, text)
+  else replace(plan.target, text)
+  end
+end
+
+-- Encoding happens first, so a bad value leaves no trace.
+function M.write_file(path, value, opts)
+  local text = M.encode(value, opts or {indent = 2}) .. "\n"
+  local plan, err = plan_output(path)
+  local ok = plan ~= nil
+  if ok then ok, err = pcall(write_planned, plan, text) end
+  if not ok then
     error(("json.write_file: cannot write %s: %s"):format(path, err), 2)
   end
 end

@@ -417,7 +417,8 @@ function M.chrome_trace(spans, opts)
   return {traceEvents = events, displayTimeUnit = "ms"}
 end
 
--- Writes the trace atomically (see json.write_file); opts as chrome_trace,
+-- Writes the trace as json.write_file does (a regular file atomically, a
+-- FIFO or /dev/stdout in place); opts as chrome_trace,
 -- plus indent.
 function M.write_chrome_trace(path, spans, opts)
   opts = opts or {}
