@@ -107,10 +107,26 @@ static cl_Stream *fast_opt_stream(lua_State *L, int i)
   return lua_isnoneornil(L, i) ? NULL : cl_fast_check(L, i, CL_UV_STREAM, CL_STREAM);
 }
 
+/* With unified addressing cuMemcpyAsync copies between any two devices'
+ * memory (peer to peer where the devices can, else staged by the driver),
+ * ordered on the stream; the stream must belong to one of the two. */
+static void check_copy_devices(lua_State *L, const cl_Buffer *dst, const cl_Buffer *src,
+                               const cl_Stream *s)
+{
+  if (dst->mr->kind != CL_MR_DEVICE && src->mr->kind != CL_MR_DEVICE)
+    return;   /* host-mapped memory: any device's stream copies it */
+  const cl_Buffer *foreign = dst->mr->kind == CL_MR_DEVICE ? dst : src;
+  luaL_error(L, "cannot copy device %d memory on a stream of device %d: use a stream of "
+                "the source's or the destination's device", foreign->mr->dev->ordinal,
+             s->dev->ordinal);
+}
+
 static void copy(lua_State *L, cl_Buffer *dst, cl_Buffer *src, cl_Stream *s)
 {
   check_same_size(L, src, dst);
   if (s) {
+    if (dst->mr->dev != s->dev && src->mr->dev != s->dev)
+      check_copy_devices(L, dst, src, s);
     cl_device_activate(L, s->dev);
     CL_TRY(L, cuMemcpyAsync, (dst->ptr, src->ptr, src->size, s->handle));
   } else if (src->mr->kind != CL_MR_DEVICE && dst->mr->kind != CL_MR_DEVICE) {

@@ -98,6 +98,7 @@ typedef struct cl_MemoryResource {
   int owns_pool;                /* created by us: destroyed on close */
   size_t live_bytes;            /* bytes of buffers not yet released */
   size_t live_buffers;
+  uint64_t peer_mask;           /* devices granted access (peer_accessible_by), bit = ordinal */
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
@@ -136,6 +137,16 @@ static inline int cl_mr_host_accessible(const cl_MemoryResource *mr)
 static inline int cl_mr_device_accessible(const cl_MemoryResource *mr)
 {
   return mr->kind != CL_MR_HOST;
+}
+/* Whether kernels on device d can use mr's memory: its own device, memory
+ * mapped for every device (cuMemHostAlloc'd pinned, managed), or a pool
+ * that granted d access (peer_accessible_by). One bit test: launch runs it
+ * for every buffer argument. */
+static inline int cl_mr_accessible_from(const cl_MemoryResource *mr, const cl_Device *d)
+{
+  if (mr->dev == d || (mr->kind != CL_MR_DEVICE && mr->pool == NULL))
+    return 1;
+  return d->ordinal < 64 && (mr->peer_mask >> d->ordinal & 1);
 }
 
 /* --- element types and typed scalars (dtype.c) --------------------------- */
