@@ -216,7 +216,7 @@ static int buffer_fill(lua_State *L)
     luaL_error(L, "cannot fill %I bytes with a %d-byte pattern", (lua_Integer)b->size, (int)width);
   if (b->mr->kind == CL_MR_HOST || (!s && cl_mr_host_accessible(b->mr))) {
     if (s)
-      CL_TRY(L, cuStreamSynchronize, (s->handle));
+      cl_stream_sync(L, s);
     fill_host((void *)(uintptr_t)b->ptr, b->size, v, width);
   } else if (!s)
     luaL_error(L, "filling device memory needs a stream: buf:fill(value, stream)");

@@ -8,6 +8,7 @@
 #define CUDALUA_CL_H
 
 #include <float.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -85,6 +86,31 @@ typedef struct cl_Event {
 cl_Stream *cl_check_stream(lua_State *L, int i);
 cl_Stream *cl_opt_stream(lua_State *L, int i);    /* NULL for none/nil */
 cl_Event *cl_check_event(lua_State *L, int i);
+/* s:sync() and ev:sync(), host functions polled (cl_sync). */
+void cl_stream_sync(lua_State *L, cl_Stream *s);
+void cl_event_sync(lua_State *L, cl_Event *ev);
+
+/* --- host functions into Lua (hostfunc.c) --------------------------------- */
+
+/* A driver wait: block until done (block = 1), or say whether it is done
+ * (CUDA_SUCCESS) or not yet (CUDA_ERROR_NOT_READY). */
+typedef CUresult (*cl_WaitFn)(void *handle, int block);
+/* Host functions issued and not yet run or released, of every state. */
+extern _Atomic int cl_hostfunc_outstanding;
+/* Wait with host functions outstanding: run them as they become ready. */
+void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *handle, const char *api);
+/* The cl_WaitFn of the current context (dev:sync). */
+CUresult cl_context_wait(void *unused, int block);
+/* Every wait on the GPU goes through here: the plain driver call unless a
+ * host function is outstanding, which the wait must run on this thread. */
+static inline void cl_sync(lua_State *L, cl_WaitFn wait, void *handle, const char *api)
+{
+  if (cl_hostfunc_outstanding == 0)
+    cl_check(L, wait(handle, 1), api);
+  else
+    cl_hostfunc_wait(L, wait, handle, api);
+}
+void cl_open_hostfunc(lua_State *L);
 
 /* --- memory resources (memory.c) ----------------------------------------- */
 

@@ -113,7 +113,7 @@ static int device_sync(lua_State *L)
 {
   cl_Device *d = cl_check_device(L, 1);
   cl_device_activate(L, d);
-  CL_TRY(L, cuCtxSynchronize, ());
+  cl_sync(L, cl_context_wait, NULL, "cuCtxSynchronize");
   return 0;
 }
 

@@ -104,10 +104,29 @@ static int device_create_event(lua_State *L)
 
 /* --- Stream --------------------------------------------------------------- */
 
+static CUresult stream_wait_fn(void *h, int block)
+{
+  return block ? CL_CALL(cuStreamSynchronize, (h)) : CL_CALL(cuStreamQuery, (h));
+}
+
+static CUresult event_wait_fn(void *h, int block)
+{
+  return block ? CL_CALL(cuEventSynchronize, (h)) : CL_CALL(cuEventQuery, (h));
+}
+
+void cl_stream_sync(lua_State *L, cl_Stream *s)
+{
+  cl_sync(L, stream_wait_fn, s->handle, "cuStreamSynchronize");
+}
+
+void cl_event_sync(lua_State *L, cl_Event *ev)
+{
+  cl_sync(L, event_wait_fn, ev->handle, "cuEventSynchronize");
+}
+
 static int stream_sync(lua_State *L)
 {
-  cl_Stream *s = cl_check_stream(L, 1);
-  CL_TRY(L, cuStreamSynchronize, (s->handle));
+  cl_stream_sync(L, cl_check_stream(L, 1));
   return 0;
 }
 
@@ -220,8 +239,7 @@ static int stream_fields(lua_State *L)
 
 static int event_sync(lua_State *L)
 {
-  cl_Event *ev = cl_check_event(L, 1);
-  CL_TRY(L, cuEventSynchronize, (ev->handle));
+  cl_event_sync(L, cl_check_event(L, 1));
   return 0;
 }
 
@@ -253,8 +271,8 @@ static int event_sub(lua_State *L)
   check_timing(L, start, "earlier (right)");
   CUresult r = CL_CALL(cuEventElapsedTime, (&ms, start->handle, end->handle));
   if (r == CUDA_ERROR_NOT_READY) {
-    CL_TRY(L, cuEventSynchronize, (start->handle));
-    CL_TRY(L, cuEventSynchronize, (end->handle));
+    cl_event_sync(L, start);
+    cl_event_sync(L, end);
     r = CL_CALL(cuEventElapsedTime, (&ms, start->handle, end->handle));
   }
   cl_check(L, r, "cuEventElapsedTime");
