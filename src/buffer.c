@@ -67,7 +67,8 @@ static void release(cl_Buffer *b, cl_Stream *s)
 }
 
 /* buf:close([stream]): an owning buffer's memory goes back to its resource,
- * ordered on stream (or on the stream it was allocated on). */
+ * ordered on stream (or on the stream it was allocated on). While a live
+ * graph uses it, it is closed for Lua and freed with the last such graph. */
 static int buffer_close(lua_State *L)
 {
   cl_Buffer *b = luaL_checkudata(L, 1, CL_BUFFER);
@@ -75,9 +76,16 @@ static int buffer_close(lua_State *L)
   if (b->closed)
     return 0;
   b->closed = 1;
-  if (!b->owner)
+  if (!b->owner && b->graph_refs == 0)
     release(b, s);
   return 0;
+}
+
+void cl_buffer_graph_release(cl_Buffer *b)
+{
+  cl_Buffer *owner = b->owner ? b->owner : b;
+  if (--owner->graph_refs == 0 && owner->closed)
+    release(owner, NULL);
 }
 
 static int buffer_gc(lua_State *L)
@@ -129,6 +137,8 @@ static void copy(lua_State *L, cl_Buffer *dst, cl_Buffer *src, cl_Stream *s)
       check_copy_devices(L, dst, src, s);
     cl_device_activate(L, s->dev);
     CL_TRY(L, cuMemcpyAsync, (dst->ptr, src->ptr, src->size, s->handle));
+    if (s->capture)
+      cl_capture_keep(L, s, 3, 1, 2);   /* both callers: buffers at 1 and 2, the stream at 3 */
   } else if (src->mr->kind != CL_MR_DEVICE && dst->mr->kind != CL_MR_DEVICE) {
     memmove((void *)(uintptr_t)dst->ptr, (const void *)(uintptr_t)src->ptr, src->size);
   } else
@@ -229,6 +239,8 @@ static int buffer_fill(lua_State *L)
       CL_TRY(L, cuMemsetD16Async, (b->ptr, v->v.u16, n, s->handle));
     else
       CL_TRY(L, cuMemsetD32Async, (b->ptr, v->v.u32, n, s->handle));
+    if (s->capture)
+      cl_capture_keep(L, s, 3, 1, 1);
   }
   lua_settop(L, 1);
   return 1;
@@ -296,6 +308,8 @@ static int buffer_prefetch(lua_State *L)
   check_managed(L, b, "prefetch");
   cl_device_activate(L, s->dev);
   CL_TRY(L, cuMemPrefetchAsync, (b->ptr, b->size, loc, 0, s->handle));
+  if (s->capture)
+    cl_capture_keep(L, s, 3, 1, 1);
   lua_settop(L, 1);
   return 1;
 }

@@ -67,12 +67,15 @@ static inline void cl_device_activate(lua_State *L, cl_Device *d)
 
 /* --- streams and events (stream.c) --------------------------------------- */
 
+struct cl_GraphRefs;
+
 typedef struct cl_Stream {
   int closed;
   CUstream handle;
   cl_Device *dev;
   int priority;
   int non_blocking;
+  struct cl_GraphRefs *capture; /* the capture it records into (user value 3), or NULL */
 } cl_Stream;
 
 typedef struct cl_Event {
@@ -81,6 +84,7 @@ typedef struct cl_Event {
   cl_Device *dev;
   int timing;
   int recorded;
+  struct cl_GraphRefs *capture; /* recorded in that capture (user value 2), or NULL */
 } cl_Event;
 
 cl_Stream *cl_check_stream(lua_State *L, int i);
@@ -144,6 +148,7 @@ typedef struct cl_Buffer {
   cl_MemoryResource *mr;
   struct cl_Buffer *owner;      /* the owning buffer of a slice, else NULL */
   cl_Stream *stream;            /* the stream it was allocated on, or NULL */
+  int graph_refs;               /* live graphs using it (or its slices): close defers the free */
 } cl_Buffer;
 
 /* A buffer or slice that is open, and whose owner is open. */
@@ -153,6 +158,9 @@ int cl_buffer_is_open(const cl_Buffer *b);
  * on stream s (at index si, 0 for none). */
 cl_Buffer *cl_push_buffer(lua_State *L, CUdeviceptr ptr, size_t size, int mri,
                           cl_Stream *s, int si);
+/* A graph that used b is gone: the memory of a closed buffer is freed
+ * with the last such graph. Never raises: it runs in finalizers. */
+void cl_buffer_graph_release(cl_Buffer *b);
 /* The host address of a host-accessible buffer; raises otherwise. */
 void *cl_buffer_host(lua_State *L, int i, cl_Buffer *b);
 
@@ -225,6 +233,7 @@ typedef struct cl_ObjectCode {
   int closed;
   CUlibrary library;            /* loaded on first get_kernel; NULL before */
   int kind;                     /* index into cl_code_kinds */
+  int graph_refs;               /* live graphs launching its kernels: close defers the unload */
 } cl_ObjectCode;                /* user value 1: the code, a Lua string */
 
 /* The loadable kinds first: the driver loads cubin, PTX and fatbin; LTO-IR,
@@ -245,6 +254,8 @@ void cl_objectcode_push_code(lua_State *L, int oi);
  * or nil; get_kernel resolves through it. */
 void cl_objectcode_set_names(lua_State *L, int oi, int ti);
 void cl_objectcode_push_names(lua_State *L, int oi);
+/* A graph that launched one of o's kernels is gone (as cl_buffer_graph_release). */
+void cl_objectcode_graph_release(cl_ObjectCode *o);
 
 typedef struct cl_Kernel {
   int closed;
@@ -472,6 +483,22 @@ void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p);
  * it: what the graph's nodes use. */
 void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
                         unsigned long long flags);
+/* What a graph uses, kept alive and counted (graph.c): a cuda.GraphRefs
+ * holds a set of buffers and kernels; each counts in its buffer's (or
+ * ObjectCode's) graph_refs until the holder is released, when its graph
+ * is closed or the holder collected. A capture fills one as operations
+ * are issued on its streams; a cuda.Graph() builder as nodes are added. */
+void cl_push_graph_refs(lua_State *L);
+/* Add the value at vi (buffers and kernels count; a graph or a GraphRefs
+ * adds what it holds; anything else is ignored) to the holder at hi. */
+void cl_graph_refs_add(lua_State *L, int hi, int vi);
+/* Operations on a capturing stream s (at si) keep values first..last. */
+void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last);
+/* ev (at evi) was recorded on the capturing s (at si), and s (at si) waits
+ * on what is at wi (an event or a stream) that belongs to a capture: it joins. */
+void cl_capture_record(lua_State *L, cl_Event *ev, int evi, int si);
+void cl_capture_join(lua_State *L, int si, int wi);
+
 /* cuda.Graph() options of instantiate: a CUgraphInstantiate_flags mask. */
 unsigned long long cl_check_instantiate_options(lua_State *L, int idx);
 /* The executable of the open cuda.Graph at i. */

@@ -332,6 +332,8 @@ static int cuda_launch(lua_State *L)
   else
     CL_TRY(L, cuLaunchKernel, (f, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1],
                                c->block[2], c->shmem, s->handle, params, NULL));
+  if (s->capture)
+    cl_capture_keep(L, s, 1, 3, lua_gettop(L));
   return 0;
 }
 

@@ -31,7 +31,7 @@ static cl_Event *push_event(lua_State *L, int devi, int timing, int blocking)
   cl_Device *d = cl_check_device(L, devi);
   unsigned flags = (timing ? 0 : CU_EVENT_DISABLE_TIMING) | (blocking ? CU_EVENT_BLOCKING_SYNC : 0);
   cl_device_activate(L, d);
-  cl_Event *ev = lua_newuserdatauv(L, sizeof *ev, 1);
+  cl_Event *ev = lua_newuserdatauv(L, sizeof *ev, 2);
   memset(ev, 0, sizeof *ev);
   ev->closed = 1;               /* until the handle exists */
   luaL_setmetatable(L, CL_EVENT);
@@ -62,7 +62,7 @@ int cl_check_stream_options(lua_State *L, int opts, cl_Device *d, int *non_block
 
 cl_Stream *cl_push_new_stream(lua_State *L, int devi, int owneri, int priority, int non_blocking)
 {
-  cl_Stream *s = lua_newuserdatauv(L, sizeof *s, 2);
+  cl_Stream *s = lua_newuserdatauv(L, sizeof *s, 3);
   memset(s, 0, sizeof *s);
   s->closed = 1;
   luaL_setmetatable(L, CL_STREAM);
@@ -162,6 +162,8 @@ static int stream_record(lua_State *L)
     lua_settop(L, 2);
   CL_TRY(L, cuEventRecord, (ev->handle, s->handle));
   ev->recorded = 1;
+  if (s->capture || ev->capture)
+    cl_capture_record(L, ev, -1, 1);
   return 1;
 }
 
@@ -174,6 +176,8 @@ static int stream_wait(lua_State *L)
     if (ev->closed)
       return luaL_error(L, "%s is closed", CL_EVENT);
     CL_TRY(L, cuStreamWaitEvent, (s->handle, ev->handle, 0));
+    if (ev->capture)
+      cl_capture_join(L, 1, 2);
     return 0;
   }
   cl_Stream *other = luaL_testudata(L, 2, CL_STREAM);
@@ -189,6 +193,8 @@ static int stream_wait(lua_State *L)
     r = CL_CALL(cuStreamWaitEvent, (s->handle, tmp, 0));
   CL_CALL(cuEventDestroy, (tmp));  /* released once the wait is satisfied */
   cl_check(L, r, "cuStreamWaitEvent");
+  if (other->capture)
+    cl_capture_join(L, 1, 2);
   return 0;
 }
 
