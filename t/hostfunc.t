@@ -19,21 +19,22 @@ t.raises(function() s:launch_host_func() end, "function expected", "no function"
 -- the copies after it on the same stream see the new value.
 local N = 4096
 local k = cuda.Program([[
-extern "C" __global__ void set(unsigned *x, unsigned v, unsigned n) {
-  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = v;
-}]], "c++", {arch = "sm_" .. dev.arch}):compile("cubin"):get_kernel("set")
+extern "C" __global__ void scale_and_bias(float *x, float a, float b, unsigned long long n) {
+  for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    x[i] = x[i] * a + b;
+}]], "c++", {arch = "sm_" .. dev.arch}):compile("cubin"):get_kernel("scale_and_bias")
 local cfg = cuda.LaunchConfig{grid = N // 256, block = 256}
 local pinned = cuda.PinnedMemoryResource()
 local a, b, out = pinned:allocate(N * 4), pinned:allocate(N * 4), pinned:allocate(N * 4)
 local d = dev.memory_resource:allocate(N * 4, s)
+a:fill(cuda.f32(20))
 b:fill(0)
 out:fill(0)
 local seen, got_args
-cuda.launch(s, cfg, k, a, 42, N)
+cuda.launch(s, cfg, k, a, cuda.f32(2), cuda.f32(2), cuda.u64(N))   -- 42
 s:launch_host_func(function(x, y, ...)
   got_args = {x, y, select("#", ...)}
-  local va, vb = a:view("uint32"), b:view("uint32")
+  local va, vb = a:view("float32"), b:view("float32")
   seen = va[N]
   for i = 1, N do vb[i] = va[i] * 2 + x end
 end, 1, "two", nil, nil)
@@ -42,8 +43,8 @@ d:copy_to(out, s)
 t.is(seen, nil, "the host function has not run before a wait")
 s:sync()
 t.is(seen, 42, "the host function saw the kernel's result")
-t.is(out:view("uint32")[1], 85, "the copy after it saw its effect (first)")
-t.is(out:view("uint32")[N], 85, "the copy after it saw its effect (last)")
+t.is(out:view("float32")[1], 85.0, "the copy after it saw its effect (first)")
+t.is(out:view("float32")[N], 85.0, "the copy after it saw its effect (last)")
 t.is(got_args and got_args[1], 1, "argument 1")
 t.is(got_args and got_args[2], "two", "argument 2")
 t.is(got_args and got_args[3], 2, "trailing nils are passed")
