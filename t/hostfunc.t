@@ -9,8 +9,7 @@ if not cuda.is_available() then
   t.done()
 end
 
-local dev = cuda.Device(0)
-dev:set_current()
+local dev = cuda.Device(0):set_current()   -- set_current returns the device
 local s = dev:create_stream()
 t.raises(function() s:launch_host_func("f") end, "function expected", "a string is not a function")
 t.raises(function() s:launch_host_func() end, "function expected", "no function")
