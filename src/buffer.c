@@ -67,7 +67,8 @@ static void release(cl_Buffer *b, cl_Stream *s)
 }
 
 /* buf:close([stream]): an owning buffer's memory goes back to its resource,
- * ordered on stream (or on the stream it was allocated on). */
+ * ordered on stream (or on the stream it was allocated on). While a live
+ * graph uses it, it is closed for Lua and freed with the last such graph. */
 static int buffer_close(lua_State *L)
 {
   cl_Buffer *b = luaL_checkudata(L, 1, CL_BUFFER);
@@ -75,9 +76,16 @@ static int buffer_close(lua_State *L)
   if (b->closed)
     return 0;
   b->closed = 1;
-  if (!b->owner)
+  if (!b->owner && b->graph_refs == 0)
     release(b, s);
   return 0;
+}
+
+void cl_buffer_graph_release(cl_Buffer *b)
+{
+  cl_Buffer *owner = b->owner ? b->owner : b;
+  if (--owner->graph_refs == 0 && owner->closed)
+    release(owner, NULL);
 }
 
 static int buffer_gc(lua_State *L)
@@ -111,12 +119,30 @@ static cl_Stream *fast_opt_stream(lua_State *L, int i)
   return lua_isnoneornil(L, i) ? NULL : cl_fast_check(L, i, CL_UV_STREAM, CL_STREAM);
 }
 
+/* With unified addressing cuMemcpyAsync copies between any two devices'
+ * memory (peer to peer where the devices can, else staged by the driver),
+ * ordered on the stream; the stream must belong to one of the two. */
+static void check_copy_devices(lua_State *L, const cl_Buffer *dst, const cl_Buffer *src,
+                               const cl_Stream *s)
+{
+  if (dst->mr->kind != CL_MR_DEVICE && src->mr->kind != CL_MR_DEVICE)
+    return;   /* host-mapped memory: any device's stream copies it */
+  const cl_Buffer *foreign = dst->mr->kind == CL_MR_DEVICE ? dst : src;
+  luaL_error(L, "cannot copy device %d memory on a stream of device %d: use a stream of "
+                "the source's or the destination's device", foreign->mr->dev->ordinal,
+             s->dev->ordinal);
+}
+
 static void copy(lua_State *L, cl_Buffer *dst, cl_Buffer *src, cl_Stream *s)
 {
   check_same_size(L, src, dst);
   if (s) {
+    if (dst->mr->dev != s->dev && src->mr->dev != s->dev)
+      check_copy_devices(L, dst, src, s);
     cl_device_activate(L, s->dev);
     CL_TRY(L, cuMemcpyAsync, (dst->ptr, src->ptr, src->size, s->handle));
+    if (s->capture)
+      cl_capture_keep(L, s, 3, 1, 2);   /* both callers: buffers at 1 and 2, the stream at 3 */
   } else if (src->mr->kind != CL_MR_DEVICE && dst->mr->kind != CL_MR_DEVICE) {
     memmove((void *)(uintptr_t)dst->ptr, (const void *)(uintptr_t)src->ptr, src->size);
   } else
@@ -204,7 +230,7 @@ static int buffer_fill(lua_State *L)
     luaL_error(L, "cannot fill %I bytes with a %d-byte pattern", (lua_Integer)b->size, (int)width);
   if (b->mr->kind == CL_MR_HOST || (!s && cl_mr_host_accessible(b->mr))) {
     if (s)
-      CL_TRY(L, cuStreamSynchronize, (s->handle));
+      cl_stream_sync(L, s);
     fill_host((void *)(uintptr_t)b->ptr, b->size, v, width);
   } else if (!s)
     luaL_error(L, "filling device memory needs a stream: buf:fill(value, stream)");
@@ -217,6 +243,8 @@ static int buffer_fill(lua_State *L)
       CL_TRY(L, cuMemsetD16Async, (b->ptr, v->v.u16, n, s->handle));
     else
       CL_TRY(L, cuMemsetD32Async, (b->ptr, v->v.u32, n, s->handle));
+    if (s->capture)
+      cl_capture_keep(L, s, 3, 1, 1);
   }
   lua_settop(L, 1);
   return 1;
@@ -284,6 +312,8 @@ static int buffer_prefetch(lua_State *L)
   check_managed(L, b, "prefetch");
   cl_device_activate(L, s->dev);
   CL_TRY(L, cuMemPrefetchAsync, (b->ptr, b->size, loc, 0, s->handle));
+  if (s->capture)
+    cl_capture_keep(L, s, 3, 1, 1);
   lua_settop(L, 1);
   return 1;
 }

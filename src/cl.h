@@ -8,6 +8,7 @@
 #define CUDALUA_CL_H
 
 #include <float.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,12 +67,15 @@ static inline void cl_device_activate(lua_State *L, cl_Device *d)
 
 /* --- streams and events (stream.c) --------------------------------------- */
 
+struct cl_GraphRefs;
+
 typedef struct cl_Stream {
   int closed;
   CUstream handle;
   cl_Device *dev;
   int priority;
   int non_blocking;
+  struct cl_GraphRefs *capture; /* the capture it records into (user value 3), or NULL */
 } cl_Stream;
 
 typedef struct cl_Event {
@@ -80,11 +84,37 @@ typedef struct cl_Event {
   cl_Device *dev;
   int timing;
   int recorded;
+  struct cl_GraphRefs *capture; /* recorded in that capture (user value 2), or NULL */
 } cl_Event;
 
 cl_Stream *cl_check_stream(lua_State *L, int i);
 cl_Stream *cl_opt_stream(lua_State *L, int i);    /* NULL for none/nil */
 cl_Event *cl_check_event(lua_State *L, int i);
+/* s:sync() and ev:sync(), host functions polled (cl_sync). */
+void cl_stream_sync(lua_State *L, cl_Stream *s);
+void cl_event_sync(lua_State *L, cl_Event *ev);
+
+/* --- host functions into Lua (hostfunc.c) --------------------------------- */
+
+/* A driver wait: block until done (block = 1), or say whether it is done
+ * (CUDA_SUCCESS) or not yet (CUDA_ERROR_NOT_READY). */
+typedef CUresult (*cl_WaitFn)(void *handle, int block);
+/* Host functions issued and not yet run or released, of every state. */
+extern _Atomic int cl_hostfunc_outstanding;
+/* Wait with host functions outstanding: run them as they become ready. */
+void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *handle, const char *api);
+/* The cl_WaitFn of the current context (dev:sync). */
+CUresult cl_context_wait(void *unused, int block);
+/* Every wait on the GPU goes through here: the plain driver call unless a
+ * host function is outstanding, which the wait must run on this thread. */
+static inline void cl_sync(lua_State *L, cl_WaitFn wait, void *handle, const char *api)
+{
+  if (cl_hostfunc_outstanding == 0)
+    cl_check(L, wait(handle, 1), api);
+  else
+    cl_hostfunc_wait(L, wait, handle, api);
+}
+void cl_open_hostfunc(lua_State *L);
 
 /* --- memory resources (memory.c) ----------------------------------------- */
 
@@ -98,6 +128,7 @@ typedef struct cl_MemoryResource {
   int owns_pool;                /* created by us: destroyed on close */
   size_t live_bytes;            /* bytes of buffers not yet released */
   size_t live_buffers;
+  uint64_t peer_mask;           /* devices granted access (peer_accessible_by), bit = ordinal */
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
@@ -117,6 +148,7 @@ typedef struct cl_Buffer {
   cl_MemoryResource *mr;
   struct cl_Buffer *owner;      /* the owning buffer of a slice, else NULL */
   cl_Stream *stream;            /* the stream it was allocated on, or NULL */
+  int graph_refs;               /* live graphs using it (or its slices): close defers the free */
 } cl_Buffer;
 
 /* A buffer or slice that is open, and whose owner is open. */
@@ -126,6 +158,9 @@ int cl_buffer_is_open(const cl_Buffer *b);
  * on stream s (at index si, 0 for none). */
 cl_Buffer *cl_push_buffer(lua_State *L, CUdeviceptr ptr, size_t size, int mri,
                           cl_Stream *s, int si);
+/* A graph that used b is gone: the memory of a closed buffer is freed
+ * with the last such graph. Never raises: it runs in finalizers. */
+void cl_buffer_graph_release(cl_Buffer *b);
 /* The host address of a host-accessible buffer; raises otherwise. */
 void *cl_buffer_host(lua_State *L, int i, cl_Buffer *b);
 
@@ -136,6 +171,16 @@ static inline int cl_mr_host_accessible(const cl_MemoryResource *mr)
 static inline int cl_mr_device_accessible(const cl_MemoryResource *mr)
 {
   return mr->kind != CL_MR_HOST;
+}
+/* Whether kernels on device d can use mr's memory: its own device, memory
+ * mapped for every device (cuMemHostAlloc'd pinned, managed), or a pool
+ * that granted d access (peer_accessible_by). One bit test: launch runs it
+ * for every buffer argument. */
+static inline int cl_mr_accessible_from(const cl_MemoryResource *mr, const cl_Device *d)
+{
+  if (mr->dev == d || (mr->kind != CL_MR_DEVICE && mr->pool == NULL))
+    return 1;
+  return d->ordinal < 64 && (mr->peer_mask >> d->ordinal & 1);
 }
 
 /* --- element types and typed scalars (dtype.c) --------------------------- */
@@ -188,6 +233,7 @@ typedef struct cl_ObjectCode {
   int closed;
   CUlibrary library;            /* loaded on first get_kernel; NULL before */
   int kind;                     /* index into cl_code_kinds */
+  int graph_refs;               /* live graphs launching its kernels: close defers the unload */
 } cl_ObjectCode;                /* user value 1: the code, a Lua string */
 
 /* The loadable kinds first: the driver loads cubin, PTX and fatbin; LTO-IR,
@@ -208,6 +254,8 @@ void cl_objectcode_push_code(lua_State *L, int oi);
  * or nil; get_kernel resolves through it. */
 void cl_objectcode_set_names(lua_State *L, int oi, int ti);
 void cl_objectcode_push_names(lua_State *L, int oi);
+/* A graph that launched one of o's kernels is gone (as cl_buffer_graph_release). */
+void cl_objectcode_graph_release(cl_ObjectCode *o);
 
 typedef struct cl_Kernel {
   int closed;
@@ -435,6 +483,22 @@ void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p);
  * it: what the graph's nodes use. */
 void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
                         unsigned long long flags);
+/* What a graph uses, kept alive and counted (graph.c): a cuda.GraphRefs
+ * holds a set of buffers and kernels; each counts in its buffer's (or
+ * ObjectCode's) graph_refs until the holder is released, when its graph
+ * is closed or the holder collected. A capture fills one as operations
+ * are issued on its streams; a cuda.Graph() builder as nodes are added. */
+void cl_push_graph_refs(lua_State *L);
+/* Add the value at vi (buffers and kernels count; a graph or a GraphRefs
+ * adds what it holds; anything else is ignored) to the holder at hi. */
+void cl_graph_refs_add(lua_State *L, int hi, int vi);
+/* Operations on a capturing stream s (at si) keep values first..last. */
+void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last);
+/* ev (at evi) was recorded on the capturing s (at si), and s (at si) waits
+ * on what is at wi (an event or a stream) that belongs to a capture: it joins. */
+void cl_capture_record(lua_State *L, cl_Event *ev, int evi, int si);
+void cl_capture_join(lua_State *L, int si, int wi);
+
 /* cuda.Graph() options of instantiate: a CUgraphInstantiate_flags mask. */
 unsigned long long cl_check_instantiate_options(lua_State *L, int idx);
 /* The executable of the open cuda.Graph at i. */

@@ -113,8 +113,23 @@ static int device_sync(lua_State *L)
 {
   cl_Device *d = cl_check_device(L, 1);
   cl_device_activate(L, d);
-  CL_TRY(L, cuCtxSynchronize, ());
+  cl_sync(L, cl_context_wait, NULL, "cuCtxSynchronize");
   return 0;
+}
+
+/* dev:can_access_peer(other): whether kernels on dev can use other's
+ * memory once granted (mr.peer_accessible_by); a device can its own. */
+static int device_can_access_peer(lua_State *L)
+{
+  cl_Device *d = cl_check_device(L, 1);
+  cl_Device *other = lua_type(L, 2) == LUA_TNUMBER
+    ? cl_push_device(L, (int)cl_to_integer_range(L, 2, INT32_MIN, INT32_MAX, "device id"))
+    : cl_check_device(L, 2);
+  int can = 1;
+  if (other != d)
+    CL_TRY(L, cuDeviceCanAccessPeer, (&can, d->handle, other->handle));
+  lua_pushboolean(L, can);
+  return 1;
 }
 
 static int device_memory_info(lua_State *L)
@@ -474,6 +489,7 @@ void cl_open_device(lua_State *L)
     {"set_current", device_set_current},
     {"sync", device_sync},
     {"memory_info", device_memory_info},
+    {"can_access_peer", device_can_access_peer},
     {NULL, NULL}
   };
   static const luaL_Reg cc_meta[] = {

@@ -46,7 +46,9 @@
   X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount)                  \
   X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuGreenCtxDestroy)     \
   X(cuCtxFromGreenCtx) X(cuGreenCtxStreamCreate) X(cuGreenCtxGetDevResource) \
-  X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLaunchHostFunc)
+  X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLaunchHostFunc)  \
+  X(cuDeviceCanAccessPeer)                                                  \
+  X(cuStreamIsCapturing)
 
 /* Entry points whose prototype in cuda.h is older than the newest ABI the
  * driver has under that name: asked for at the version of the header's

@@ -5,7 +5,15 @@
  *   g:launch(s)
  *
  * Replaying a captured pipeline costs one driver call instead of one per
- * operation. */
+ * operation.
+ *
+ * A graph keeps what it uses: while a stream captures, every buffer,
+ * kernel and graph its operations use goes into the capture's
+ * cuda.GraphRefs (only then: the hot paths test one pointer), which the
+ * graph holds. A buffer or ObjectCode closed while a live graph uses it is
+ * closed for Lua at once; its memory (or library) goes when the last such
+ * graph is closed or collected. Streams that join a capture (waiting on
+ * an event recorded in it, or on the capturing stream) record into it. */
 #include <string.h>
 
 #include "cl.h"
@@ -42,6 +50,161 @@ static Graph *check_graph(lua_State *L, int i)
   return cl_check_open(L, i, CL_GRAPH);
 }
 
+/* --- what graphs use -------------------------------------------------------- */
+
+#define CL_GRAPHREFS "cuda.GraphRefs"
+
+typedef struct cl_GraphRefs {
+  int released;                 /* the counts were given back */
+  int capturing;                /* a capture still adds to it */
+} cl_GraphRefs;                 /* user value 1: the set {[value] = true} */
+
+void cl_push_graph_refs(lua_State *L)
+{
+  cl_GraphRefs *r = lua_newuserdatauv(L, sizeof *r, 1);
+  r->released = r->capturing = 0;
+  lua_newtable(L);
+  lua_setiuservalue(L, -2, 1);
+  luaL_setmetatable(L, CL_GRAPHREFS);
+}
+
+/* The GraphRefs of the graph at gi pushed: a captured graph's own, a built
+ * graph's builder's (its user value 4); nil for none. */
+static void push_graph_refs_of(lua_State *L, int gi)
+{
+  lua_getiuservalue(L, gi, 2);
+  if (lua_type(L, -1) == LUA_TUSERDATA && !luaL_testudata(L, -1, CL_GRAPHREFS)) {
+    lua_getiuservalue(L, -1, 4);   /* a cuda.GraphBuilder */
+    lua_remove(L, -2);
+  }
+}
+
+static void merge_refs(lua_State *L, int hi, int from)
+{
+  lua_getiuservalue(L, from, 1);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pop(L, 1);
+    cl_graph_refs_add(L, hi, lua_gettop(L));
+  }
+  lua_pop(L, 1);
+}
+
+static void count_value(lua_State *L, int vi)
+{
+  cl_Buffer *b = luaL_testudata(L, vi, CL_BUFFER);
+  if (b) {
+    (b->owner ? b->owner : b)->graph_refs++;
+    return;
+  }
+  lua_getiuservalue(L, vi, 1);  /* a kernel's ObjectCode */
+  ((cl_ObjectCode *)lua_touserdata(L, -1))->graph_refs++;
+  lua_pop(L, 1);
+}
+
+void cl_graph_refs_add(lua_State *L, int hi, int vi)
+{
+  hi = lua_absindex(L, hi);
+  vi = lua_absindex(L, vi);
+  if (luaL_testudata(L, vi, CL_GRAPHREFS)) {
+    merge_refs(L, hi, vi);
+    return;
+  }
+  if (luaL_testudata(L, vi, CL_GRAPH)) {
+    push_graph_refs_of(L, vi);
+    if (luaL_testudata(L, -1, CL_GRAPHREFS))
+      merge_refs(L, hi, lua_gettop(L));
+    lua_pop(L, 1);
+    return;
+  }
+  if (!luaL_testudata(L, vi, CL_BUFFER) && !luaL_testudata(L, vi, CL_KERNEL))
+    return;
+  lua_getiuservalue(L, hi, 1);
+  lua_pushvalue(L, vi);
+  if (lua_rawget(L, -2) == LUA_TNIL) {
+    lua_pushvalue(L, vi);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -4);
+    count_value(L, vi);
+  }
+  lua_pop(L, 2);
+}
+
+/* Give the counts back; the set goes with the holder. */
+static void release_refs(lua_State *L, int hi)
+{
+  cl_GraphRefs *r = lua_touserdata(L, hi);
+  if (r->released)
+    return;
+  r->released = 1;
+  lua_getiuservalue(L, hi, 1);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pop(L, 1);
+    cl_Buffer *b = luaL_testudata(L, -1, CL_BUFFER);
+    if (b)
+      cl_buffer_graph_release(b);
+    else {
+      lua_getiuservalue(L, -1, 1);
+      cl_objectcode_graph_release(lua_touserdata(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+}
+
+static int refs_gc(lua_State *L)
+{
+  release_refs(L, 1);
+  return 0;
+}
+
+/* s at si records into the capture whose GraphRefs is at hi. */
+static void set_capture(lua_State *L, cl_Stream *s, int si, int hi)
+{
+  s->capture = hi ? lua_touserdata(L, hi) : NULL;
+  if (hi)
+    lua_pushvalue(L, hi);
+  else
+    lua_pushnil(L);
+  lua_setiuservalue(L, si, 3);
+}
+
+void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last)
+{
+  si = lua_absindex(L, si);
+  if (!s->capture->capturing) {   /* joined a capture that has ended */
+    set_capture(L, s, si, 0);
+    return;
+  }
+  lua_getiuservalue(L, si, 3);
+  int hi = lua_gettop(L);
+  for (int k = first; k <= last; k++)
+    cl_graph_refs_add(L, hi, k);
+  lua_pop(L, 1);
+}
+
+void cl_capture_record(lua_State *L, cl_Event *ev, int evi, int si)
+{
+  evi = lua_absindex(L, evi);
+  ev->capture = ((cl_Stream *)lua_touserdata(L, si))->capture;
+  lua_getiuservalue(L, si, 3);
+  lua_setiuservalue(L, evi, 2);
+}
+
+void cl_capture_join(lua_State *L, int si, int wi)
+{
+  si = lua_absindex(L, si);
+  cl_Event *ev = luaL_testudata(L, wi, CL_EVENT);
+  lua_getiuservalue(L, wi, ev ? 2 : 3);
+  cl_GraphRefs *r = lua_touserdata(L, -1);
+  if (r && r->capturing)
+    set_capture(L, lua_touserdata(L, si), si, lua_gettop(L));
+  else if (ev)
+    ev->capture = NULL;   /* its capture has ended */
+  lua_pop(L, 1);
+}
+
 /* s:begin_capture(["global" | "thread_local" | "relaxed"]) */
 static int stream_begin_capture(lua_State *L)
 {
@@ -53,7 +216,10 @@ static int stream_begin_capture(lua_State *L)
   cl_Stream *s = cl_check_stream(L, 1);
   int mode = luaL_checkoption(L, 2, "thread_local", modes);
   cl_device_activate(L, s->dev);
+  cl_push_graph_refs(L);
   CL_TRY(L, cuStreamBeginCapture, (s->handle, values[mode]));
+  ((cl_GraphRefs *)lua_touserdata(L, -1))->capturing = 1;
+  set_capture(L, s, 1, lua_gettop(L));
   return 0;
 }
 
@@ -91,9 +257,17 @@ static int stream_end_capture(lua_State *L)
   CUgraph graph = NULL;
   s = cl_check_stream(L, 1);    /* the options' metamethods may have closed it */
   lua_getiuservalue(L, 1, 1);   /* the device */
+  int devi = lua_gettop(L);
+  lua_getiuservalue(L, 1, 3);   /* what the capture used */
+  int refs = lua_gettop(L);
+  if (s->capture) {
+    s->capture->capturing = 0;  /* streams that joined it leave it */
+    set_capture(L, s, 1, 0);
+  } else
+    refs = 0;
   cl_device_activate(L, s->dev);
   CL_TRY(L, cuStreamEndCapture, (s->handle, &graph));
-  cl_push_graph_exec(L, graph, 1, lua_gettop(L), 0, flags);
+  cl_push_graph_exec(L, graph, 1, devi, refs, flags);
   return 1;
 }
 
@@ -123,6 +297,8 @@ static int graph_launch(lua_State *L)
     return luaL_argerror(L, 2, "the stream belongs to another device than the graph");
   cl_device_activate(L, s->dev);
   CL_TRY(L, cuGraphLaunch, (g->exec, s->handle));
+  if (s->capture)
+    cl_capture_keep(L, s, 2, 1, 1);
   return 0;
 }
 
@@ -134,6 +310,8 @@ static int graph_close(lua_State *L)
     CL_CALL(cuGraphExecDestroy, (g->exec));
     if (g->owns_graph)
       CL_CALL(cuGraphDestroy, (g->graph));
+    if (lua_getiuservalue(L, 1, 2) == LUA_TUSERDATA && luaL_testudata(L, -1, CL_GRAPHREFS))
+      release_refs(L, lua_gettop(L));   /* a built graph's are its builder's */
     lua_pushnil(L);             /* what its nodes used may go now */
     lua_setiuservalue(L, 1, 2);
   }
@@ -192,6 +370,8 @@ void cl_open_graph(lua_State *L)
     {"begin_capture", stream_begin_capture}, {"end_capture", stream_end_capture},
     {NULL, NULL}
   };
+  static const luaL_Reg refs_meta[] = {{"__gc", refs_gc}, {NULL, NULL}};
   cl_new_type(L, CL_GRAPH, meta, methods, graph_fields);
+  cl_new_type(L, CL_GRAPHREFS, refs_meta, NULL, NULL);
   cl_add_methods(L, CL_STREAM, stream_methods);
 }

@@ -10,8 +10,9 @@
  * nodes of the same builder. A node keeps what it uses alive (its user
  * value 2: buffers, kernel, event, child graph), the builder keeps its
  * nodes, an executable keeps its builder, so nothing a live graph uses is
- * collected. close() on a buffer the graph uses still frees it: the graph
- * must not be launched after that (the same rule as for captured graphs).
+ * collected. What the nodes use also goes into the builder's cuda.GraphRefs
+ * (its user value 4): a buffer or ObjectCode closed while the builder lives
+ * (an executable keeps it) is freed or unloaded only once it is collected.
  *
  * Conditional nodes: b:if_cond(deps, h) and b:while_loop(deps, h) return
  * the node and a builder for its body, a graph the node owns; h comes from
@@ -32,7 +33,8 @@ typedef struct Builder {
   CUgraph graph;
   cl_Device *dev;
   struct Builder *parent;       /* a conditional body's graph owner, else NULL */
-} Builder;                      /* user values: 1 the device, 2 its nodes, 3 the parent */
+} Builder;                      /* user values: 1 the device, 2 its nodes, 3 the parent,
+                                 * 4 what its nodes use (a cuda.GraphRefs) */
 
 typedef struct Node {
   int closed;                   /* never: a node lives as long as it is referenced */
@@ -93,10 +95,13 @@ static int push_node(lua_State *L, CUgraphNode handle, int first, int last)
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
   lua_createtable(L, last - first + 1, 0);
+  lua_getiuservalue(L, 1, 4);
   for (int k = first; k <= last; k++) {
     lua_pushvalue(L, k);
-    lua_rawseti(L, -2, k - first + 1);
+    lua_rawseti(L, -3, k - first + 1);
+    cl_graph_refs_add(L, -1, k);
   }
+  lua_pop(L, 1);
   lua_setiuservalue(L, -2, 2);
   lua_getiuservalue(L, 1, 2);   /* the builder's nodes */
   lua_pushvalue(L, -2);
@@ -117,7 +122,7 @@ static size_t begin_node(lua_State *L, Builder **b, CUgraphNode deps[MAX_DEPS])
 static Builder *push_builder(lua_State *L)
 {
   cl_Device *d = cl_check_device(L, -1);
-  Builder *b = lua_newuserdatauv(L, sizeof *b, 3);
+  Builder *b = lua_newuserdatauv(L, sizeof *b, 4);
   memset(b, 0, sizeof *b);
   b->closed = 1;
   b->dev = d;
@@ -126,6 +131,8 @@ static Builder *push_builder(lua_State *L)
   lua_setiuservalue(L, -2, 1);
   lua_newtable(L);
   lua_setiuservalue(L, -2, 2);
+  cl_push_graph_refs(L);
+  lua_setiuservalue(L, -2, 4);
   return b;
 }
 
@@ -263,6 +270,10 @@ static int builder_child(lua_State *L)
   luaL_argcheck(L, child != b, 3, "a graph cannot be its own child");
   cl_device_activate(L, b->dev);
   CL_TRY(L, cuGraphAddChildGraphNode, (&node, b->graph, deps, n, child->graph));
+  lua_getiuservalue(L, 1, 4);   /* the copy uses what the child's nodes use now */
+  lua_getiuservalue(L, 3, 4);
+  cl_graph_refs_add(L, -2, -1);
+  lua_pop(L, 2);
   return push_node(L, node, 3, 3);
 }
 
@@ -335,7 +346,8 @@ static int builder_instantiate(lua_State *L)
 static int graph_update_kernel(lua_State *L)
 {
   CUgraphExec exec = cl_graph_exec(L, 1);
-  if (lua_getiuservalue(L, 1, 2) != LUA_TUSERDATA)
+  lua_getiuservalue(L, 1, 2);
+  if (!luaL_testudata(L, -1, CL_GRAPHBUILDER))
     return luaL_error(L, "update_kernel: the graph was captured, not built with cuda.Graph()");
   lua_replace(L, 1);            /* the builder in place of the graph: check_node's b */
   Builder *b = check_builder(L, 1);
@@ -346,9 +358,11 @@ static int graph_update_kernel(lua_State *L)
   check_kernel_node(L, 3, b->dev, &p, storage, params);
   CL_TRY(L, cuGraphExecKernelNodeSetParams, (exec, n->node, &p));
   lua_getiuservalue(L, 2, 2);   /* the node keeps the new arguments too */
-  for (int k = 3; k < lua_gettop(L); k++) {
+  lua_getiuservalue(L, 1, 4);
+  for (int k = 3; k < lua_gettop(L) - 1; k++) {
     lua_pushvalue(L, k);
-    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    lua_rawseti(L, -3, (lua_Integer)lua_rawlen(L, -3) + 1);
+    cl_graph_refs_add(L, -1, k);
   }
   return 0;
 }

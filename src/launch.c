@@ -152,6 +152,18 @@ static int arg_error(lua_State *L, cl_Kernel *k, int n, const char *fmt, const c
                     lua_pushfstring(L, fmt, detail, size));
 }
 
+/* Device memory and pool-backed pinned memory are mapped for their own
+ * device, and a device pool for the devices it granted access to. */
+static void inaccessible_error(lua_State *L, cl_Kernel *k, int n, const cl_MemoryResource *mr,
+                               const cl_Device *d)
+{
+  const char *hint = mr->kind == CL_MR_DEVICE
+    ? lua_pushfstring(L, "grant it with mr.peer_accessible_by = {%d}", d->ordinal)
+    : "use memory of the stream's device";
+  arg_error(L, k, n, "%s", lua_pushfstring(L, "the buffer of device %d is not accessible from "
+                                           "device %d: %s", mr->dev->ordinal, d->ordinal, hint), 0);
+}
+
 /* A buffer's device pointer; its memory must be usable on device d. */
 static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *b,
                         cl_Device *d, uint64_t *slot)
@@ -161,10 +173,8 @@ static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *
   if (b->mr->kind == CL_MR_HOST)
     arg_error(L, k, n, "%s", "pageable host memory cannot be passed to a kernel; "
                              "use pinned, managed or device memory", 0);
-  /* device memory and pool-backed pinned memory are mapped for their own
-   * device only; cuMemHostAlloc and managed memory for every device */
-  if (b->mr->dev != d && (b->mr->kind == CL_MR_DEVICE || b->mr->pool))
-    arg_error(L, k, n, "%s", "the buffer belongs to another device than the stream", 0);
+  if (!cl_mr_accessible_from(b->mr, d))
+    inaccessible_error(L, k, n, b->mr, d);
   if (size != 8)
     arg_error(L, k, n, "%s (the parameter is %d bytes)", "a buffer passes an 8-byte pointer", size);
   *slot = (uint64_t)b->ptr;
@@ -322,6 +332,8 @@ static int cuda_launch(lua_State *L)
   else
     CL_TRY(L, cuLaunchKernel, (f, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1],
                                c->block[2], c->shmem, s->handle, params, NULL));
+  if (s->capture)
+    cl_capture_keep(L, s, 1, 3, lua_gettop(L));
   return 0;
 }
 

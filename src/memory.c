@@ -273,6 +273,81 @@ void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr p, size_t size, CUstream s
     CL_CALL(cuMemFreeHost, ((void *)(uintptr_t)p));
 }
 
+/* --- peer access ------------------------------------------------------------- */
+
+/* The bit of the device at i (a cuda.Device or an id) in a peer mask. */
+static uint64_t peer_bit(lua_State *L, int i, const cl_Device *owner)
+{
+  const cl_Device *d = cl_check_device(L, device_arg(L, i));
+  lua_pop(L, 1);
+  if (d->ordinal >= 64)
+    luaL_error(L, "peer_accessible_by: device %d: at most 64 devices are supported", d->ordinal);
+  if (d == owner)
+    return 0;   /* the owner always has access; cuMemPoolSetAccess cannot change it */
+  int can = 0;
+  CL_TRY(L, cuDeviceCanAccessPeer, (&can, d->handle, owner->handle));
+  if (!can)
+    luaL_error(L, "peer_accessible_by: device %d cannot access the memory of device %d "
+                  "(dev:can_access_peer is false)", d->ordinal, owner->ordinal);
+  return (uint64_t)1 << d->ordinal;
+}
+
+/* Grant read-write access to the devices of want that mr has not, and
+ * revoke it from those mr has that want lacks, in one driver call. */
+static void set_pool_access(lua_State *L, cl_MemoryResource *mr, uint64_t want)
+{
+  CUmemAccessDesc desc[64];
+  size_t n = 0;
+  uint64_t change = want ^ mr->peer_mask;
+  for (int id = 0; id < 64; id++)
+    if (change >> id & 1) {
+      desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      desc[n].location.id = id;
+      desc[n].flags = (want >> id & 1) ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                                       : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+      n++;
+    }
+  if (n > 0)
+    CL_TRY(L, cuMemPoolSetAccess, (mr->pool, desc, n));
+  mr->peer_mask = want;
+}
+
+/* mr.peer_accessible_by = {dev | id, ...}: the devices, besides the
+ * pool's own, whose kernels may use its buffers; devices no longer listed
+ * lose access. The owner in the list is accepted and not reported back. */
+static int mr_newindex(lua_State *L)
+{
+  cl_MemoryResource *mr = cl_check_mr(L, 1);
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "peer_accessible_by") != 0)
+    return luaL_error(L, "cannot set '%s' of a cuda.MemoryResource", key);
+  if (mr->kind != CL_MR_DEVICE || mr->pool == NULL)
+    return luaL_error(L, "peer_accessible_by: a cuda.%s is not a device memory pool; only "
+                         "device pools grant access to other devices", type_names[mr->kind]);
+  luaL_argexpected(L, lua_istable(L, 3), 3, "a list of devices or device ids");
+  uint64_t want = 0;
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 3);
+  for (lua_Integer k = 1; k <= n; k++) {
+    lua_rawgeti(L, 3, k);
+    want |= peer_bit(L, lua_gettop(L), mr->dev);
+    lua_pop(L, 1);
+  }
+  mr = cl_check_mr(L, 1);   /* device lookups can run finalizers */
+  cl_device_activate(L, mr->dev);
+  set_pool_access(L, mr, want);
+  return 0;
+}
+
+static void push_peer_list(lua_State *L, uint64_t mask)
+{
+  lua_newtable(L);
+  for (int id = 0; id < 64; id++)
+    if (mask >> id & 1) {
+      lua_pushinteger(L, id);
+      lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    }
+}
+
 /* --- the resource itself --------------------------------------------------- */
 
 static int is_default_pool(const cl_MemoryResource *mr)
@@ -367,6 +442,8 @@ static int mr_fields(lua_State *L)
     lua_pushinteger(L, pool_attribute(L, mr, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD));
   else if (strcmp(key, "live_buffers") == 0)
     lua_pushinteger(L, (lua_Integer)mr->live_buffers);
+  else if (strcmp(key, "peer_accessible_by") == 0)
+    push_peer_list(L, mr->peer_mask);
   else
     lua_pushnil(L);
   return 1;
@@ -375,7 +452,8 @@ static int mr_fields(lua_State *L)
 void cl_open_memory(lua_State *L)
 {
   static const luaL_Reg meta[] = {
-    {"__gc", mr_gc}, {"__close", mr_close}, {"__tostring", mr_tostring}, {NULL, NULL}
+    {"__gc", mr_gc}, {"__close", mr_close}, {"__tostring", mr_tostring},
+    {"__newindex", mr_newindex}, {NULL, NULL}
   };
   static const luaL_Reg methods[] = {
     {"allocate", mr_allocate}, {"close", mr_close}, {"trim", mr_trim}, {NULL, NULL}

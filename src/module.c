@@ -484,6 +484,16 @@ static void close_kernels(lua_State *L, int oi)
   lua_pop(L, 1);
 }
 
+static void unload(cl_ObjectCode *o)
+{
+  if (o->library) {
+    CL_CALL(cuLibraryUnload, (o->library));
+    o->library = NULL;
+  }
+}
+
+/* While a live graph launches one of its kernels, the library stays
+ * loaded: it goes with the last such graph (cl_objectcode_graph_release). */
 static int objectcode_close(lua_State *L)
 {
   cl_ObjectCode *o = luaL_checkudata(L, 1, CL_OBJECTCODE);
@@ -491,11 +501,15 @@ static int objectcode_close(lua_State *L)
     return 0;
   o->closed = 1;
   close_kernels(L, 1);
-  if (o->library) {
-    CL_CALL(cuLibraryUnload, (o->library));
-    o->library = NULL;
-  }
+  if (o->graph_refs == 0)
+    unload(o);
   return 0;
+}
+
+void cl_objectcode_graph_release(cl_ObjectCode *o)
+{
+  if (--o->graph_refs == 0 && o->closed)
+    unload(o);
 }
 
 static int objectcode_tostring(lua_State *L)

@@ -31,7 +31,7 @@ static cl_Event *push_event(lua_State *L, int devi, int timing, int blocking)
   cl_Device *d = cl_check_device(L, devi);
   unsigned flags = (timing ? 0 : CU_EVENT_DISABLE_TIMING) | (blocking ? CU_EVENT_BLOCKING_SYNC : 0);
   cl_device_activate(L, d);
-  cl_Event *ev = lua_newuserdatauv(L, sizeof *ev, 1);
+  cl_Event *ev = lua_newuserdatauv(L, sizeof *ev, 2);
   memset(ev, 0, sizeof *ev);
   ev->closed = 1;               /* until the handle exists */
   luaL_setmetatable(L, CL_EVENT);
@@ -62,7 +62,7 @@ int cl_check_stream_options(lua_State *L, int opts, cl_Device *d, int *non_block
 
 cl_Stream *cl_push_new_stream(lua_State *L, int devi, int owneri, int priority, int non_blocking)
 {
-  cl_Stream *s = lua_newuserdatauv(L, sizeof *s, 2);
+  cl_Stream *s = lua_newuserdatauv(L, sizeof *s, 3);
   memset(s, 0, sizeof *s);
   s->closed = 1;
   luaL_setmetatable(L, CL_STREAM);
@@ -104,10 +104,29 @@ static int device_create_event(lua_State *L)
 
 /* --- Stream --------------------------------------------------------------- */
 
+static CUresult stream_wait_fn(void *h, int block)
+{
+  return block ? CL_CALL(cuStreamSynchronize, (h)) : CL_CALL(cuStreamQuery, (h));
+}
+
+static CUresult event_wait_fn(void *h, int block)
+{
+  return block ? CL_CALL(cuEventSynchronize, (h)) : CL_CALL(cuEventQuery, (h));
+}
+
+void cl_stream_sync(lua_State *L, cl_Stream *s)
+{
+  cl_sync(L, stream_wait_fn, s->handle, "cuStreamSynchronize");
+}
+
+void cl_event_sync(lua_State *L, cl_Event *ev)
+{
+  cl_sync(L, event_wait_fn, ev->handle, "cuEventSynchronize");
+}
+
 static int stream_sync(lua_State *L)
 {
-  cl_Stream *s = cl_check_stream(L, 1);
-  CL_TRY(L, cuStreamSynchronize, (s->handle));
+  cl_stream_sync(L, cl_check_stream(L, 1));
   return 0;
 }
 
@@ -143,6 +162,8 @@ static int stream_record(lua_State *L)
     lua_settop(L, 2);           /* costs as much as the checks: only when needed */
   CL_TRY(L, cuEventRecord, (ev->handle, s->handle));
   ev->recorded = 1;
+  if (s->capture || ev->capture)
+    cl_capture_record(L, ev, -1, 1);
   return 1;
 }
 
@@ -155,6 +176,8 @@ static int stream_wait(lua_State *L)
     if (ev->closed)
       return luaL_error(L, "%s is closed", CL_EVENT);
     CL_TRY(L, cuStreamWaitEvent, (s->handle, ev->handle, 0));
+    if (ev->capture)
+      cl_capture_join(L, 1, 2);
     return 0;
   }
   cl_Stream *other = luaL_testudata(L, 2, CL_STREAM);
@@ -170,6 +193,8 @@ static int stream_wait(lua_State *L)
     r = CL_CALL(cuStreamWaitEvent, (s->handle, tmp, 0));
   CL_CALL(cuEventDestroy, (tmp));  /* released once the wait is satisfied */
   cl_check(L, r, "cuStreamWaitEvent");
+  if (other->capture)
+    cl_capture_join(L, 1, 2);
   return 0;
 }
 
@@ -220,8 +245,7 @@ static int stream_fields(lua_State *L)
 
 static int event_sync(lua_State *L)
 {
-  cl_Event *ev = cl_check_event(L, 1);
-  CL_TRY(L, cuEventSynchronize, (ev->handle));
+  cl_event_sync(L, cl_check_event(L, 1));
   return 0;
 }
 
@@ -253,8 +277,8 @@ static int event_sub(lua_State *L)
   check_timing(L, start, "earlier (right)");
   CUresult r = CL_CALL(cuEventElapsedTime, (&ms, start->handle, end->handle));
   if (r == CUDA_ERROR_NOT_READY) {
-    CL_TRY(L, cuEventSynchronize, (start->handle));
-    CL_TRY(L, cuEventSynchronize, (end->handle));
+    cl_event_sync(L, start);
+    cl_event_sync(L, end);
     r = CL_CALL(cuEventElapsedTime, (&ms, start->handle, end->handle));
   }
   cl_check(L, r, "cuEventElapsedTime");

@@ -56,6 +56,17 @@ t.ok(d.size == src.size, "captured graph with options uploads and launches")
 t.raises(function() s:end_capture{auto_free = true} end, "unknown option 'auto_free'", "end_capture: unknown option")
 g2:close()
 
+-- Launch g over fresh input (seeded by round) into a poisoned dst, which
+-- must then hold input * a + b.
+local function check_replay(g, a, b, round, name)
+  v:random(-100, 100, seed + round)
+  want:copy(v); want:mul(a); want:add(b)
+  dst:fill(0xFF)
+  g:launch(s)
+  s:sync()
+  t.ok(dst:view("float32"):allclose(want, 1e-6, 1e-5), name)
+end
+
 -- explicit building: memset -> copy in -> kernel -> kernel -> record, copy out; poison first
 local b = cuda.Graph(dev)
 t.like(tostring(b), "^cuda%.GraphBuilder%(device 0%)", "builder tostring")
@@ -75,12 +86,7 @@ t.is(b.node_count, 9, "nine nodes built")
 local built = b:instantiate{use_node_priority = false}
 t.like(tostring(built), "^cuda%.Graph%(9 nodes", "instantiated graph tostring")
 built:upload(s)
-v:random(-100, 100, seed + 10)
-want:copy(v); want:mul(3); want:add(1)
-dst:fill(0xFF)
-built:launch(s)
-s:sync()
-t.ok(dst:view("float32"):allclose(want, 1e-6, 1e-5), "built graph computed x * 3 + 1")
+check_replay(built, 3, 1, 10, "built graph computed x * 3 + 1")
 t.ok(ev_b - ev_a >= 0, "event record nodes recorded both events")
 
 -- update a kernel node's arguments without instantiating again
@@ -179,4 +185,77 @@ t.raises(function() then_body:empty() end, "owns this conditional body is closed
 ig:launch(s)                                      -- the executable outlives its builders
 s:sync()
 t.ok(x:view("int32")[1] >= runs, "the if graph runs after its builder closed")
+-- Lifetimes: a graph keeps what it uses. A buffer or ObjectCode closed while
+-- a live graph uses it is closed for Lua; its memory (library) goes with the
+-- last graph that uses it.
+do
+  local mem = dev.memory_resource
+  local live0 = mem.live_buffers
+  local code = cuda.Program([[
+extern "C" __global__ void scale_and_bias(float *x, float a, float b, unsigned long long n) {
+  for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    x[i] = x[i] * a + b;
+}]], "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
+  local kk = code:get_kernel("scale_and_bias")
+  local dx = mem:allocate(N * 4, s)
+  s:begin_capture()
+  dx:copy_from(src, s)
+  cuda.launch(s, cfg, kk, dx, cuda.f32(2), cuda.f32(1), cuda.u64(N))
+  dx:copy_to(dst, s)
+  local cg = s:end_capture()
+  dx:close()
+  code:close()
+  t.raises(function() dx:copy_to(dst, s) end, "cuda%.Buffer is closed", "the closed buffer is closed for Lua")
+  t.is(mem.live_buffers, live0 + 1, "its memory lives while a captured graph uses it")
+  dx, code, kk = nil, nil, nil
+  collectgarbage()
+  collectgarbage()
+  check_replay(cg, 2, 1, 20, "replay after closing the buffer and the object code")
+  cg:close()
+  t.is(mem.live_buffers, live0, "closing the graph frees the buffer")
+
+  -- a stream that joins the capture through an event records into it too
+  local s2 = dev:create_stream()
+  local jx = mem:allocate(N * 4, s)
+  s:sync()
+  s:begin_capture()
+  s2:wait(s:record())
+  jx:copy_from(src, s2)
+  s:wait(s2:record())
+  jx:copy_to(dst, s)
+  local jg = s:end_capture()
+  jx:close()
+  jx = nil
+  collectgarbage()
+  dst:fill(0)
+  jg:launch(s)
+  s:sync()
+  t.ok(dst:view("float32"):allclose(v, 0, 0), "a joined stream's buffer outlives its close")
+  t.is(mem.live_buffers, live0 + 1, "and is counted live")
+  jg = nil
+  collectgarbage()
+  collectgarbage()
+  t.is(mem.live_buffers, live0, "collecting the graph frees it")
+
+  -- built graphs: the builder holds the counts until it is collected
+  local bx = mem:allocate(N * 4, s)
+  s:sync()
+  local bb = cuda.Graph(dev)
+  bb:memcpy(bb:memcpy(nil, bx, src), dst, bx)
+  local bg = bb:instantiate()
+  bx:close()
+  bx = nil
+  collectgarbage()
+  t.is(mem.live_buffers, live0 + 1, "a built graph keeps a closed buffer's memory")
+  dst:fill(0)
+  bg:launch(s)
+  s:sync()
+  t.ok(dst:view("float32"):allclose(v, 0, 0), "the built graph replays after the buffer closed")
+  bg:close()
+  bb:close()
+  bg, bb = nil, nil
+  collectgarbage()
+  collectgarbage()
+  t.is(mem.live_buffers, live0, "collecting the builder frees it")
+end
 t.done()

@@ -106,6 +106,16 @@ CUresult fake_cuDeviceGet(CUdevice *d, int ordinal)
   return CUDA_SUCCESS;
 }
 
+/* Fake devices share the host's memory: every pair can access each other. */
+CUresult fake_cuDeviceCanAccessPeer(int *can, CUdevice d, CUdevice peer)
+{
+  FAKE_ENTER(cuDeviceCanAccessPeer);
+  if (bad_device(d) || bad_device(peer))
+    return CUDA_ERROR_INVALID_DEVICE;
+  *can = d != peer;   /* as the driver: a device is not its own peer */
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuDeviceGetName(char *name, int len, CUdevice d)
 {
   FAKE_ENTER(cuDeviceGetName);

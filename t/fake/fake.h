@@ -109,7 +109,9 @@ const char *fake_entry_name(size_t i);
   X(cuFuncSetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)        \
   X(cuLaunchKernel) X(cuLaunchKernelEx)                                       \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) \
-  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)
+  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes) \
+  X(cuDeviceCanAccessPeer)                                                    \
+  X(cuStreamIsCapturing)
 
 /* Each implementation is fake_<name>, with cuda.h's prototype for <name>:
  * the compiler checks every definition against it. */

@@ -155,6 +155,15 @@ CUresult fake_cuStreamSynchronize(CUstream s)
   return capturing(s) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
+CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+  FAKE_ENTER(cuStreamIsCapturing);
+  if (!fake_stream_valid(s))
+    return CUDA_ERROR_INVALID_HANDLE;
+  *status = capturing(s) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuStreamQuery(CUstream s)
 {
   FAKE_ENTER(cuStreamQuery);

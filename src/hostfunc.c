@@ -1,0 +1,337 @@
+/* hostfunc.c: stream:launch_host_func(fn, ...) and cuda.poll().
+ *
+ * The driver calls a host function on a thread of its own, where Lua must
+ * never run. So the C trampoline it calls only hands the call over: it
+ * queues it as ready and blocks (the stream with it) until the Lua thread
+ * has run fn(...) at its next wait, stream:sync(), event:sync(), dev:sync()
+ * or cuda.poll(). Later work on the stream therefore sees fn's effects.
+ *
+ * A wait with calls outstanding polls: it runs the ready ones, asks the
+ * driver whether its work is done (cuStreamQuery, cuEventQuery) and sleeps
+ * up to POLL_NS on a condition the trampoline signals. With none
+ * outstanding it is the plain blocking driver call.
+ *
+ * A call's record is malloc'd, never Lua memory: the driver may reach it
+ * after the Lua state is gone. Its function and arguments are in a holder
+ * userdata the registry keeps until it runs; the holder's __gc (the state
+ * closing) releases a call that never ran, without running it, so no
+ * driver thread stays blocked. Everything the Lua side and the trampoline
+ * share is under one mutex.
+ *
+ * A trampoline that runs on the Lua thread itself (a driver, such as the
+ * test suite's fake, that calls host functions at issue time) cannot wait
+ * for that thread: it queues the call and returns; the next poll runs it. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cl.h"
+
+#define CL_HOSTCALL "cuda.HostCall"
+#define POLL_NS 1000000L        /* the longest sleep between two driver queries */
+
+typedef enum { ISSUED, READY, DONE } CallState;
+
+typedef struct HostCall {
+  struct HostCall *next;        /* in the ready queue */
+  CallState state;
+  int abandoned;                /* issued, and its Lua state closed: never run */
+  int waiter;                   /* a driver thread blocks until DONE and frees it */
+  int ref;                      /* registry reference of its holder */
+  lua_State *owner;             /* the main thread of the issuing state */
+  pthread_t lua_thread;
+} HostCall;
+
+typedef struct Holder {
+  HostCall *call;               /* NULL once it ran or was released */
+} Holder;                       /* user value 1: {fn, args..., n = #args} */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t became_ready = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t became_done = PTHREAD_COND_INITIALIZER;
+static HostCall *ready_head;    /* FIFO: the order the driver reached them */
+_Atomic int cl_hostfunc_outstanding;
+static __thread int in_host_function;
+
+/* --- the queue (callers hold the lock) --------------------------------------- */
+
+static void enqueue(HostCall *c)
+{
+  HostCall **p = &ready_head;
+  while (*p)
+    p = &(*p)->next;
+  c->next = NULL;
+  *p = c;
+}
+
+static void unqueue(HostCall *c)
+{
+  for (HostCall **p = &ready_head; *p; p = &(*p)->next)
+    if (*p == c) {
+      *p = c->next;
+      return;
+    }
+}
+
+static HostCall *first_ready(lua_State *owner)
+{
+  HostCall *c = ready_head;
+  while (c && c->owner != owner)
+    c = c->next;
+  return c;
+}
+
+/* --- the driver's side ---------------------------------------------------------- */
+
+static void CUDA_CB trampoline(void *data)
+{
+  HostCall *c = data;
+  pthread_mutex_lock(&lock);
+  if (c->abandoned) {
+    pthread_mutex_unlock(&lock);
+    free(c);
+    return;
+  }
+  c->state = READY;
+  enqueue(c);
+  pthread_cond_broadcast(&became_ready);
+  if (pthread_equal(pthread_self(), c->lua_thread)) {
+    pthread_mutex_unlock(&lock);   /* issued right now, on the Lua thread: a poll runs it */
+    return;
+  }
+  c->waiter = 1;
+  while (c->state != DONE)
+    pthread_cond_wait(&became_done, &lock);
+  pthread_mutex_unlock(&lock);
+  free(c);
+}
+
+/* --- the Lua side ------------------------------------------------------------------ */
+
+/* Mark c done (it ran, or never will) and let its driver thread go; c must
+ * not be in the queue. Frees c unless a driver thread waits on it. */
+static void release(HostCall *c)
+{
+  pthread_mutex_lock(&lock);
+  int waiter = c->waiter;
+  c->state = DONE;
+  if (waiter)
+    pthread_cond_broadcast(&became_done);
+  pthread_mutex_unlock(&lock);
+  if (!waiter)
+    free(c);
+  cl_hostfunc_outstanding--;
+}
+
+/* The holder's finalizer: the state closes (or the call failed to issue)
+ * before the call ran. One still issued is freed by its trampoline. */
+static int holder_gc(lua_State *L)
+{
+  Holder *h = luaL_checkudata(L, 1, CL_HOSTCALL);
+  HostCall *c = h->call;
+  if (c == NULL)
+    return 0;
+  h->call = NULL;
+  pthread_mutex_lock(&lock);
+  int issued = c->state == ISSUED;
+  if (issued)
+    c->abandoned = 1;
+  else
+    unqueue(c);
+  pthread_mutex_unlock(&lock);
+  if (issued)
+    cl_hostfunc_outstanding--;
+  else
+    release(c);
+  return 0;
+}
+
+static lua_State *main_thread(lua_State *L)
+{
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *m = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  return m;
+}
+
+static HostCall *take_ready(lua_State *L)
+{
+  lua_State *owner = main_thread(L);
+  pthread_mutex_lock(&lock);
+  HostCall *c = first_ready(owner);
+  if (c)
+    unqueue(c);
+  pthread_mutex_unlock(&lock);
+  return c;
+}
+
+/* Push the function and the arguments of c's holder; returns their count. */
+static int push_call(lua_State *L, HostCall *c)
+{
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->ref);
+  ((Holder *)lua_touserdata(L, -1))->call = NULL;
+  luaL_unref(L, LUA_REGISTRYINDEX, c->ref);
+  lua_getiuservalue(L, -1, 1);
+  lua_remove(L, -2);
+  lua_getfield(L, -1, "n");
+  int n = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  luaL_checkstack(L, n + 1, "host function arguments");
+  for (int k = 1; k <= n + 1; k++)
+    lua_rawgeti(L, -k, k);
+  lua_remove(L, -(n + 2));
+  return n;
+}
+
+/* Run the oldest ready call of this state: 0 when there is none. Its
+ * stream is released before an error it raised is raised again. */
+static int run_one(lua_State *L)
+{
+  HostCall *c = take_ready(L);
+  if (c == NULL)
+    return 0;
+  int n = push_call(L, c);
+  in_host_function = 1;
+  int r = lua_pcall(L, n, 0, 0);
+  in_host_function = 0;
+  release(c);
+  if (r != LUA_OK)
+    lua_error(L);
+  return 1;
+}
+
+/* Sleep until a call of this state is ready, at most POLL_NS. */
+static void wait_ready(lua_State *L)
+{
+  lua_State *owner = main_thread(L);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += POLL_NS;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&lock);
+  if (first_ready(owner) == NULL)
+    pthread_cond_timedwait(&became_ready, &lock, &until);
+  pthread_mutex_unlock(&lock);
+}
+
+static void check_not_inside(lua_State *L, const char *what)
+{
+  if (in_host_function)
+    luaL_error(L, "%s inside a host function (stream:launch_host_func) would wait for the "
+                  "function itself: its stream is blocked until it returns", what);
+}
+
+void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *handle, const char *api)
+{
+  check_not_inside(L, api);
+  for (;;) {
+    while (run_one(L))
+      ;
+    if (cl_hostfunc_outstanding == 0) {
+      cl_check(L, wait(handle, 1), api);
+      return;
+    }
+    CUresult r = wait(handle, 0);
+    if (r != CUDA_ERROR_NOT_READY) {
+      cl_check(L, r, api);
+      return;
+    }
+    wait_ready(L);
+  }
+}
+
+/* A context cannot be queried: dev:sync polls until no call is
+ * outstanding, then waits for the rest of the work. */
+CUresult cl_context_wait(void *unused, int block)
+{
+  (void)unused;
+  return block ? CL_CALL(cuCtxSynchronize, ()) : CUDA_ERROR_NOT_READY;
+}
+
+/* --- the functions ------------------------------------------------------------------- */
+
+static void check_not_capturing(lua_State *L, cl_Stream *s)
+{
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CL_TRY(L, cuStreamIsCapturing, (s->handle, &status));
+  if (status != CU_STREAM_CAPTURE_STATUS_NONE)
+    luaL_error(L, "launch_host_func cannot be captured into a graph: a replay would call "
+                  "into Lua from the driver's thread");
+}
+
+/* Push the holder of fn (at 2) and the arguments after it. */
+static Holder *push_holder(lua_State *L)
+{
+  int n = lua_gettop(L) - 2;
+  Holder *h = lua_newuserdatauv(L, sizeof *h, 1);
+  h->call = NULL;
+  luaL_setmetatable(L, CL_HOSTCALL);
+  lua_createtable(L, n + 1, 1);
+  for (int k = 0; k <= n; k++) {
+    lua_pushvalue(L, 2 + k);
+    lua_rawseti(L, -2, k + 1);
+  }
+  lua_pushinteger(L, n);
+  lua_setfield(L, -2, "n");
+  lua_setiuservalue(L, -2, 1);
+  return h;
+}
+
+/* stream:launch_host_func(fn, ...): fn(...) runs in stream order, on the
+ * Lua thread, at its next wait or cuda.poll(); the stream waits for it. */
+static int stream_launch_host_func(lua_State *L)
+{
+  cl_Stream *s = cl_check_stream(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  cl_device_activate(L, s->dev);
+  check_not_capturing(L, s);
+  Holder *h = push_holder(L);
+  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ref);   /* on the stack until issued */
+  s = cl_check_stream(L, 1);    /* allocating can run finalizers that close it */
+  HostCall *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    return luaL_error(L, "launch_host_func: out of memory");
+  }
+  c->ref = ref;
+  c->owner = main_thread(L);
+  c->lua_thread = pthread_self();
+  h->call = c;
+  cl_hostfunc_outstanding++;
+  CUresult r = CL_CALL(cuLaunchHostFunc, (s->handle, trampoline, c));
+  if (r != CUDA_SUCCESS) {      /* never issued: no trampoline will see it */
+    h->call = NULL;
+    luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    free(c);
+    cl_hostfunc_outstanding--;
+    cl_raise(L, r, "cuLaunchHostFunc");
+  }
+  return 0;
+}
+
+/* cuda.poll() -> n: run the host functions that are ready; never waits. */
+static int cuda_poll(lua_State *L)
+{
+  check_not_inside(L, "cuda.poll()");
+  lua_Integer n = 0;
+  while (run_one(L))
+    n++;
+  lua_pushinteger(L, n);
+  return 1;
+}
+
+void cl_open_hostfunc(lua_State *L)
+{
+  static const luaL_Reg holder_meta[] = {{"__gc", holder_gc}, {NULL, NULL}};
+  static const luaL_Reg stream_methods[] = {
+    {"launch_host_func", stream_launch_host_func}, {NULL, NULL}
+  };
+  static const luaL_Reg functions[] = {{"poll", cuda_poll}, {NULL, NULL}};
+  cl_new_type(L, CL_HOSTCALL, holder_meta, NULL, NULL);
+  cl_add_methods(L, CL_STREAM, stream_methods);
+  cl_setfuncs(L, functions);
+}
