@@ -162,6 +162,7 @@ end
 local Buffer = {}
 Buffer.__index = Buffer
 function Buffer:slice(off, size) return setmetatable({name = self.name, off = self.off + off, size = size}, Buffer) end
+function Buffer:fill(byte) self.filled = byte end
 function Buffer:copy_from(src, s)
   note{s = s.name, what = "copy", src = src, dst = self, ok = src.size == self.size and src.off == self.off}
 end
@@ -232,6 +233,8 @@ t.is(#fp.streams, 5, "pipeline: the streams asked for, the main one first")
 t.is(fp.streams[1], fp.main, "pipeline: stream 1 is the main stream")
 t.is(fake_pipeline(1024, {streams = 1}).streams[3] ~= nil, true, "pipeline: three streams at least")
 t.ok(fp.whole.offset == 0 and fp.whole.count == 1024 and fp.whole.d_in.size == 4096, "pipeline: the whole array bound")
+t.ok(fp.buffers.d_in.filled and fp.buffers.d_out.filled,
+     "pipeline: the device buffers are written before any limit copies them out")
 
 t.is(issue(fp, overlap.schedule(1024, {kind = "sequential"})), "s1 H2D 0; s1 kernel 0; s1 D2H 0",
      "sequential: copy in, kernel, copy out on the main stream, no fork")
