@@ -342,10 +342,12 @@ function M.pipeline(dev, opts)
   local host = opts.host_resource or cuda.PinnedMemoryResource()
   local buffers = {h_in = host:allocate(bytes, main), h_out = host:allocate(bytes, main),
                    d_in = dev.memory_resource:allocate(bytes, main), d_out = dev.memory_resource:allocate(bytes, main)}
-  -- Every byte the limits read is written first: D2H alone copies d_out
-  -- before any kernel has written it (compute-sanitizer's initcheck).
-  buffers.d_in:fill(0xFF, main)
-  buffers.d_out:fill(0xFF, main)
+  -- Every byte of device memory the limits read is written first: D2H
+  -- alone copies d_out before any kernel has written it (compute-sanitizer's
+  -- initcheck).
+  for _, b in ipairs{buffers.d_in, buffers.d_out} do
+    if not b.is_host_accessible then b:fill(0xFF, main) end
+  end
   main:sync()
   local streams = {main}
   for i = 2, math.max(3, opts.streams or 3) do streams[i] = dev:create_stream() end
