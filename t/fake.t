@@ -10,13 +10,25 @@ local cudalua = t.cudalua()
 
 t.plan(42)
 
--- the GPU suites, whole, under the fake
+-- the GPU suites, whole, under the fake; what only a GPU can show (work
+-- still running when the host looks: the fake runs it at issue time) may fail
+local needs_asynchrony = {
+  stream = {"is false while the kernel runs", "a stream that waits on a busy stream is not done"},
+}
 for _, name in ipairs{"device", "stream", "memory", "buffer", "view", "program", "cache",
                       "lua_modules", "scripts"} do
   local path = os.getenv("CUDALUA_SRCDIR") .. "/t/" .. name .. ".t"
   local code, out = t.run(cudalua .. " '" .. path .. "'")
-  local failures = (out:match("\nnot ok [^\n]*") or ""):gsub("\n", " ")
-  t.ok(code == 0 and failures == "" and out:find("\n1%.%.[1-9]") ~= nil,
+  local failures, excused = "", 0
+  for line in out:gmatch("\nnot ok [^\n]*") do
+    local allowed = false
+    for _, what in ipairs(needs_asynchrony[name] or {}) do
+      allowed = allowed or line:find(what, 1, true) ~= nil
+    end
+    if allowed then excused = excused + 1 else failures = failures .. " " .. line:sub(2) end
+  end
+  if excused > 0 then t.diag(name .. ".t: " .. excused .. " asynchrony test(s) fail under the fake, as expected") end
+  t.ok((code == 0 or (failures == "" and excused > 0)) and failures == "" and out:find("\n1%.%.[1-9]") ~= nil,
        name .. ".t passes under the fake driver" .. failures)
 end
 
