@@ -94,16 +94,7 @@ local base = fake.live(fakecuda)
 
 -- Failures that show bugs in cudalua, reported, not yet fixed: the test
 -- says what it saw for them instead of failing.
-local known = {
-  ["cuEventRecord 2"] = "Stream:wait(stream) raises its cuEventRecord failure as cuStreamWaitEvent",
-}
--- a failed stream-work call leaves one object live (after the first one)
-local leaky = {cuMemcpyAsync = 2, cuMemsetD8Async = 1, cuMemsetD16Async = 1, cuMemsetD32Async = 1,
-               cuLaunchKernel = 2, cuLaunchKernelEx = 1, cuGraphLaunch = 1,
-               cuGraphInstantiateWithFlags = 1}
-for name, first in pairs(leaky) do
-  for nth = first, 4 do known[name .. " " .. nth] = "a failed " .. name .. " leaves one object live" end
-end
+local known = {}
 -- by design: no parameter layout is not an error until a launch needs it
 local by_design = {cuFuncGetParamInfo = "the driver did not report the parameters"}
 
