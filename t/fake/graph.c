@@ -244,26 +244,30 @@ CUresult fake_cuGraphAddEmptyNode(CUgraphNode *node, CUgraph g, const CUgraphNod
   return add_node(node, g, deps, ndeps, &w);
 }
 
-CUresult fake_cuGraphAddEventRecordNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
-                                        size_t ndeps, CUevent ev)
+/* An event node: a record stamps the event; work runs in order, so a
+ * wait is always satisfied and its node is a no-op. */
+static CUresult event_node(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                           CUevent ev, enum fake_WorkKind kind)
 {
-  FAKE_ENTER(cuGraphAddEventRecordNode);
   if (!fake_event_valid(ev))
     return CUDA_ERROR_INVALID_HANDLE;
-  struct fake_Work w = {.kind = WORK_EVENT};
+  struct fake_Work w = {.kind = kind};
   w.u.event.ev = ev;
   return add_node(node, g, deps, ndeps, &w);
 }
 
-/* Work runs in order, so a wait is always satisfied: a no-op node. */
+CUresult fake_cuGraphAddEventRecordNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                        size_t ndeps, CUevent ev)
+{
+  FAKE_ENTER(cuGraphAddEventRecordNode);
+  return event_node(node, g, deps, ndeps, ev, WORK_EVENT);
+}
+
 CUresult fake_cuGraphAddEventWaitNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
                                       size_t ndeps, CUevent ev)
 {
   FAKE_ENTER(cuGraphAddEventWaitNode);
-  if (!fake_event_valid(ev))
-    return CUDA_ERROR_INVALID_HANDLE;
-  struct fake_Work w = {.kind = WORK_NOP};
-  return add_node(node, g, deps, ndeps, &w);
+  return event_node(node, g, deps, ndeps, ev, WORK_NOP);
 }
 
 CUresult fake_cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
