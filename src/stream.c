@@ -188,11 +188,14 @@ static int stream_wait(lua_State *L)
   CUevent tmp;
   cl_device_activate(L, other->dev);
   CL_TRY(L, cuEventCreate, (&tmp, CU_EVENT_DISABLE_TIMING));
+  const char *failed = "cuEventRecord";   /* the call an error names */
   CUresult r = CL_CALL(cuEventRecord, (tmp, other->handle));
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
+    failed = "cuStreamWaitEvent";
     r = CL_CALL(cuStreamWaitEvent, (s->handle, tmp, 0));
+  }
   CL_CALL(cuEventDestroy, (tmp));  /* released once the wait is satisfied */
-  cl_check(L, r, "cuStreamWaitEvent");
+  cl_check(L, r, failed);
   if (other->capture)
     cl_capture_join(L, 1, 2);
   return 0;

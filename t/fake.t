@@ -8,15 +8,30 @@ local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local cudalua = t.cudalua()
 
-t.plan(42)
+t.plan(60)
 
--- the GPU suites, whole, under the fake
+-- the GPU suites, whole, under the fake; what only a GPU can show may fail:
+-- work still running when the host looks (the fake runs it at issue time),
+-- and speeds measured against the device's limits (the fake's copies and
+-- kernels run at host speed, slower still under the sanitizers)
+local needs_asynchrony = {
+  stream = {"is false while the kernel runs", "a stream that waits on a busy stream is not done"},
+  scripts = {"efficiency is a fraction of the limit"},
+}
 for _, name in ipairs{"device", "stream", "memory", "buffer", "view", "program", "cache",
                       "lua_modules", "scripts"} do
   local path = os.getenv("CUDALUA_SRCDIR") .. "/t/" .. name .. ".t"
   local code, out = t.run(cudalua .. " '" .. path .. "'")
-  local failures = (out:match("\nnot ok [^\n]*") or ""):gsub("\n", " ")
-  t.ok(code == 0 and failures == "" and out:find("\n1%.%.[1-9]") ~= nil,
+  local failures, excused = "", 0
+  for line in out:gmatch("\nnot ok [^\n]*") do
+    local allowed = false
+    for _, what in ipairs(needs_asynchrony[name] or {}) do
+      allowed = allowed or line:find(what, 1, true) ~= nil
+    end
+    if allowed then excused = excused + 1 else failures = failures .. " " .. line:sub(2) end
+  end
+  if excused > 0 then t.diag(name .. ".t: " .. excused .. " GPU-only test(s) fail under the fake, as expected") end
+  t.ok((code == 0 or (failures == "" and excused > 0)) and failures == "" and out:find("\n1%.%.[1-9]") ~= nil,
        name .. ".t passes under the fake driver" .. failures)
 end
 
@@ -96,6 +111,99 @@ t.is(k:occupancy(256), 8, "occupancy: 2048 threads per SM")
 t.is(#k.params, 4, "param info from the cubin")
 g:close(); d:close(); host:close(); s:close(); k = nil
 t.is(fake.live(fakecuda), base, "nothing is left: graph, buffers, stream, library")
+
+-- explicit graphs: every node kind, replayed in insertion order
+local function floats(buf) return buf:view("float32") end
+do
+  local M = 256
+  local st <close> = dev:create_stream()
+  local pinned = cuda.PinnedMemoryResource()
+  local h <close> = pinned:allocate(M * 4)
+  local out <close> = pinned:allocate(M * 4)
+  local dd <close> = dev.memory_resource:allocate(M * 4, st)
+  local kk = require("cuda.kernels").load(dev, "scale_and_bias.cu", "scale_and_bias")
+  local one_block = cuda.LaunchConfig{grid = 1, block = 256}
+  local b = cuda.Graph(dev)
+  local copy_in = b:memcpy(b:memset(nil, dd, 0xFF), dd, h)
+  local k1 = b:kernel(copy_in, one_block, kk, dd, cuda.f32(3), cuda.f32(1), cuda.u64(M))
+  local ea, eb = dev:create_event{timing = true}, dev:create_event{timing = true}
+  local rec = b:record(k1, ea)
+  local child = cuda.Graph(dev)
+  child:kernel(child:empty(), one_block, kk, dd, cuda.f32(2), cuda.f32(0), cuda.u64(M))
+  local copy_out = b:memcpy(b:child(b:empty{rec, b:wait(rec, ea)}, child), out, dd)
+  b:record(copy_out, eb)
+  local _, taken = b:if_cond(copy_out, b:create_conditional_handle(1))
+  taken:memset(nil, h, 0)
+  local _, skipped = b:if_cond(nil, b:create_conditional_handle())
+  skipped:memset(nil, out, 0)
+  t.is(b.node_count, 11, "eleven nodes built")
+  local g = b:instantiate()
+  g:upload(st)
+  floats(h):iota(1)
+  g:launch(st)
+  st:sync()
+  t.is(floats(out)[M], (M * 3 + 1) * 2, "memset, copy, kernel, child kernel, copy ran in order")
+  t.is(floats(h)[M], 0, "the if body of a true condition ran, the false one did not")
+  t.ok(eb - ea >= 0, "record nodes recorded both events")
+  g:update_kernel(k1, one_block, kk, dd, cuda.f32(1), cuda.f32(0), cuda.u64(M))
+  floats(h):iota(1)
+  b:close()
+  child:close()
+  g:launch(st)
+  st:sync()
+  t.is(floats(out)[M], M * 2, "update_kernel: new arguments, after the builders closed")
+  g:close()
+  local wb = cuda.Graph(dev)
+  local _, body = wb:while_loop(nil, wb:create_conditional_handle())
+  body:memset(nil, out, 0)
+  wb:instantiate():launch(st)
+  t.is(floats(out)[M], M * 2, "a while loop whose condition is 0 runs nothing")
+  local forever = cuda.Graph(dev)
+  forever:while_loop(nil, forever:create_conditional_handle(1))
+  t.raises(function() forever:instantiate() end, "cuGraphInstantiateWithFlags: CUDA_ERROR_NOT_SUPPORTED",
+           "a loop nothing can end: the fake refuses it")
+  ea:close(); eb:close(); forever:close(); wb:close()
+end
+t.is(fake.live(fakecuda), base, "graph building leaves nothing live")
+
+-- green contexts: the device's SMs split, contexts and streams closed in every order
+do
+  local sm = dev.resources.sm
+  t.is(sm.sm_count, dev.properties.multiprocessor_count, "the SM resource has every SM")
+  local groups, rest = sm:split{count = 16, groups = 2}
+  t.is(("%d %d %d %d"):format(#groups, groups[1].sm_count, groups[2].sm_count, rest.sm_count),
+       "2 16 16 100", "two groups of 16 SMs, 100 left")
+  local small = sm:split{count = 3, coscheduling = false}
+  t.is(#small .. " " .. small[1].sm_count, "16 8", "groups round up to the minimum partition")
+  local before = fakecuda.live().contexts
+  local function context() return dev:create_context{resources = {groups[1], groups[2]}} end
+  local ctx = context()
+  t.is(ctx.resources.sm.sm_count, 32, "a context over two groups has their SMs")
+  t.is(fakecuda.live().contexts, before + 1, "a green context is live")
+  local gs = ctx:create_stream()
+  local buf <close> = cuda.ManagedMemoryResource():allocate(N * 4)
+  buf:fill(cuda.f32(1), gs)
+  cuda.launch(gs, cfg, k or require("cuda.kernels").load(dev, "scale_and_bias.cu", "scale_and_bias"),
+              buf, cuda.f32(4), cuda.f32(1), cuda.u64(N))
+  gs:sync()
+  t.is(floats(buf)[N], 5, "a kernel ran on the context's stream")
+  gs:close()                        -- stream first, then context
+  ctx:close()
+  ctx = context()
+  gs = ctx:create_stream()
+  ctx:close()                       -- context first: it closes its stream
+  t.raises(function() gs:sync() end, "cuda%.Stream is closed", "closing a context closes its streams")
+  gs:close()
+  ctx = context()
+  gs = ctx:create_stream()
+  ctx = nil
+  collectgarbage(); collectgarbage()
+  t.is(fakecuda.live().contexts, before + 1, "a stream keeps its context alive")
+  gs = nil
+  buf:close()
+  t.is(fake.live(fakecuda), base, "collected, stream and context are both released")
+  t.is(fakecuda.live().contexts, before, "no green context is left")
+end
 
 t.raises(function() fakecuda.fail("cuNothing") end, "no entry point 'cuNothing'", "fail: unknown names")
 fakecuda.fail("cuStreamCreateWithPriority", 2)

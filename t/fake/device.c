@@ -22,7 +22,7 @@ int fake_device_count(void)
   return n < 0 ? 0 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
 }
 
-static int bad_device(CUdevice d) { return d < 0 || d >= fake_device_count(); }
+int fake_bad_device(CUdevice d) { return d < 0 || d >= fake_device_count(); }
 
 CUresult fake_cuInit(unsigned int flags)
 {
@@ -63,6 +63,10 @@ static const struct { CUresult r; const char *name, *text; } errors[] = {
   {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
    "operation failed due to a previous error during capture"},
   {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation is not permitted"},
+  {CUDA_ERROR_INVALID_RESOURCE_TYPE, "CUDA_ERROR_INVALID_RESOURCE_TYPE",
+   "invalid resource type"},
+  {CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
+   "invalid resource configuration"},
   {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -100,7 +104,7 @@ CUresult fake_cuDeviceGetCount(int *count)
 CUresult fake_cuDeviceGet(CUdevice *d, int ordinal)
 {
   FAKE_ENTER(cuDeviceGet);
-  if (bad_device(ordinal))
+  if (fake_bad_device(ordinal))
     return CUDA_ERROR_INVALID_DEVICE;
   *d = ordinal;
   return CUDA_SUCCESS;
@@ -119,7 +123,7 @@ CUresult fake_cuDeviceCanAccessPeer(int *can, CUdevice d, CUdevice peer)
 CUresult fake_cuDeviceGetName(char *name, int len, CUdevice d)
 {
   FAKE_ENTER(cuDeviceGetName);
-  if (bad_device(d))
+  if (fake_bad_device(d))
     return CUDA_ERROR_INVALID_DEVICE;
   snprintf(name, (size_t)len, "Fake CUDA Device %d", d);
   return CUDA_SUCCESS;
@@ -144,7 +148,7 @@ static int attribute(CUdevice_attribute a)
   case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
   case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
   case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 50 * 1024 * 1024;
-  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return FAKE_SM_COUNT;
   case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
   case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return 32;
   case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 3;
@@ -161,7 +165,7 @@ static int attribute(CUdevice_attribute a)
 CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 {
   FAKE_ENTER(cuDeviceGetAttribute);
-  if (bad_device(d))
+  if (fake_bad_device(d))
     return CUDA_ERROR_INVALID_DEVICE;
   *v = a == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID ? attribute(a) + d : attribute(a);
   return CUDA_SUCCESS;
@@ -170,7 +174,7 @@ CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice d)
 {
   FAKE_ENTER(cuDeviceTotalMem);
-  if (bad_device(d))
+  if (fake_bad_device(d))
     return CUDA_ERROR_INVALID_DEVICE;
   *bytes = FAKE_TOTAL_MEM;
   return CUDA_SUCCESS;
@@ -179,7 +183,7 @@ CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice d)
 CUresult fake_cuDeviceGetUuid(CUuuid *uuid, CUdevice d)
 {
   FAKE_ENTER(cuDeviceGetUuid);
-  if (bad_device(d))
+  if (fake_bad_device(d))
     return CUDA_ERROR_INVALID_DEVICE;
   for (int i = 0; i < 16; i++)
     uuid->bytes[i] = (char)(0xf0 + i + d);
@@ -189,7 +193,7 @@ CUresult fake_cuDeviceGetUuid(CUuuid *uuid, CUdevice d)
 CUresult fake_cuDeviceGetPCIBusId(char *bus, int len, CUdevice d)
 {
   FAKE_ENTER(cuDeviceGetPCIBusId);
-  if (bad_device(d))
+  if (fake_bad_device(d))
     return CUDA_ERROR_INVALID_DEVICE;
   snprintf(bus, (size_t)len, "00000000:%02X:00.0", attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID) + d);
   return CUDA_SUCCESS;
@@ -198,7 +202,7 @@ CUresult fake_cuDeviceGetPCIBusId(char *bus, int len, CUdevice d)
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d)
 {
   FAKE_ENTER(cuDevicePrimaryCtxRetain);
-  if (bad_device(d))
+  if (fake_bad_device(d))
     return CUDA_ERROR_INVALID_DEVICE;
   contexts[d].ordinal = d;
   primary_refs[d]++;
@@ -209,7 +213,7 @@ CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d)
 CUresult fake_cuDevicePrimaryCtxRelease(CUdevice d)
 {
   FAKE_ENTER(cuDevicePrimaryCtxRelease);
-  if (bad_device(d) || primary_refs[d] == 0)
+  if (fake_bad_device(d) || primary_refs[d] == 0)
     return CUDA_ERROR_INVALID_CONTEXT;
   primary_refs[d]--;
   return CUDA_SUCCESS;

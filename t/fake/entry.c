@@ -7,7 +7,7 @@
 #include "fake.h"
 
 static const struct { const char *name; void *fn; } entries[] = {
-#define FAKE_ENTRY(name) {#name, (void *)fake_##name},
+#define FAKE_ENTRY(name, ...) {#name, (void *)fake_##name},
   FAKE_API(FAKE_ENTRY)
 #undef FAKE_ENTRY
 };

@@ -13,12 +13,14 @@
 #include <stddef.h>
 #include <cuda.h>
 
+#include "../../src/driver.h"
+
 #define FAKE_MAX_DEVICES 8
 #define FAKE_MAX_PARAMS 80   /* more than cudalua's 64, to test its limit */
 
 /* What the live-object counters track, for leak checks from Lua. */
 enum fake_Kind { FAKE_ALLOC, FAKE_STREAM, FAKE_EVENT, FAKE_LIBRARY, FAKE_GRAPH, FAKE_POOL,
-                 FAKE_NKINDS };
+                 FAKE_GREEN, FAKE_NKINDS };
 extern const char *const fake_kind_names[FAKE_NKINDS];
 extern long fake_live[FAKE_NKINDS];
 
@@ -47,22 +49,39 @@ void fake_fail_from_env(void);
 /* device.c */
 int fake_initialized(void);
 int fake_device_count(void);
+int fake_bad_device(CUdevice d);
 struct CUctx_st { int ordinal; };
+#define FAKE_SM_COUNT 132
 #define FAKE_TOTAL_MEM ((size_t)16 << 30)
 
 /* memory.c: every allocation cudalua gets is a malloc'd host block. */
 size_t fake_allocated_bytes(void);
 
-/* Work issued to a stream: run at once, or recorded while it captures. */
-enum fake_WorkKind { WORK_KERNEL, WORK_MEMCPY, WORK_MEMSET, WORK_EVENT };
+/* Work issued to a stream: run at once, or recorded while it captures.
+ * A graph's items also carry their node's id (graph.c). */
+enum fake_WorkKind { WORK_KERNEL, WORK_MEMCPY, WORK_MEMSET, WORK_EVENT, WORK_NOP, WORK_HOST,
+                     WORK_CHILD, WORK_COND };
 struct fake_Work {
   enum fake_WorkKind kind;
+  unsigned long long node;
   union {
     struct { CUfunction fn; unsigned char params[FAKE_MAX_PARAMS][8]; } kernel;
     struct { void *dst; const void *src; size_t n; } memcpy;
     struct { void *dst; unsigned value; unsigned elem; size_t count; } memset;
     struct { CUevent ev; } event;
+    struct { CUhostFn fn; void *data; } host;
+    struct { CUgraph graph; } child;   /* the graph's own copy */
+    struct { CUgraph *bodies; unsigned size; CUgraphConditionalNodeType type;
+             unsigned long long value; } cond;
   } u;
+};
+
+/* A graph: its work in the order its nodes were added, which is a valid
+ * topological order (a node's dependencies exist before it). */
+struct CUgraph_st {
+  unsigned magic;
+  struct fake_Work *work;
+  size_t n, cap;
 };
 
 /* stream.c */
@@ -70,7 +89,18 @@ CUresult fake_submit(CUstream s, const struct fake_Work *w);
 void fake_run(const struct fake_Work *w);
 void fake_event_stamp(CUevent ev);
 int fake_stream_valid(CUstream s);
+int fake_event_valid(CUevent ev);
+CUresult fake_stream_create(CUstream *s, unsigned flags);
 
+/* graph.c */
+CUresult fake_graph_new(CUgraph *g);
+void fake_graph_destroy(CUgraph g);
+CUresult fake_graph_append(CUgraph g, const struct fake_Work *w);
+
+/* memory.c: the work items of copies and fills */
+void fake_memcpy_item(struct fake_Work *w, CUdeviceptr dst, CUdeviceptr src, size_t n);
+CUresult fake_memset_item(struct fake_Work *w, CUdeviceptr dst, unsigned value, unsigned elem,
+                          size_t count);
 void fake_memset_run(void *dst, unsigned value, unsigned elem, size_t count);
 
 /* library.c: what a launch needs to know of a function */
@@ -81,41 +111,20 @@ int fake_function_shmem_limit(CUfunction fn);
 
 /* launch.c */
 void fake_kernel_run(CUfunction fn, unsigned char (*params)[8]);
+CUresult fake_kernel_item(struct fake_Work *w, CUfunction fn, const unsigned grid[3],
+                          const unsigned block[3], unsigned shmem, void **params);
 
 /* entry.c: the i-th entry point's name, NULL past the last */
 const char *fake_entry_name(size_t i);
 
-/* Every entry point the fake implements, by its name in cuda.h. */
-#define FAKE_API(X)                                                           \
-  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)       \
-  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)                       \
-  X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetUuid)              \
-  X(cuDeviceGetPCIBusId) X(cuDevicePrimaryCtxRetain)                          \
-  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize)         \
-  X(cuCtxGetStreamPriorityRange) X(cuMemGetInfo)                              \
-  X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)     \
-  X(cuStreamWaitEvent) X(cuStreamQuery)                                       \
-  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                         \
-  X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime)                 \
-  X(cuDeviceGetDefaultMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)         \
-  X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolSetAccess)     \
-  X(cuMemPoolTrimTo) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync)             \
-  X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemAllocManaged)        \
-  X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)                     \
-  X(cuMemsetD32Async) X(cuMemPrefetchAsync) X(cuMemAdvise)                    \
-  X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel)               \
-  X(cuLibraryGetKernelCount) X(cuLibraryEnumerateKernels) X(cuKernelGetName)  \
-  X(cuKernelGetFunction) X(cuFuncGetParamInfo) X(cuFuncGetAttribute)          \
-  X(cuFuncSetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)        \
-  X(cuLaunchKernel) X(cuLaunchKernelEx)                                       \
-  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) \
-  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes) \
-  X(cuDeviceCanAccessPeer)                                                    \
-  X(cuStreamIsCapturing)
+/* Every entry point the fake implements: exactly the ones cudalua asks
+ * for (src/driver.h), so a name added there without a fake_<name> here
+ * fails this library's build. X is called as X(name) or X(name, version). */
+#define FAKE_API(X) CL_DRIVER_API(X) CL_DRIVER_API_AT(X)
 
 /* Each implementation is fake_<name>, with cuda.h's prototype for <name>:
  * the compiler checks every definition against it. */
-#define FAKE_DECLARE(name) __typeof__(name) fake_##name;
+#define FAKE_DECLARE(name, ...) __typeof__(name) fake_##name;
 FAKE_API(FAKE_DECLARE)
 
 #endif

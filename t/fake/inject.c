@@ -12,7 +12,7 @@
 #include "fake.h"
 
 const char *const fake_kind_names[FAKE_NKINDS] = {
-  "allocations", "streams", "events", "libraries", "graphs", "pools"
+  "allocations", "streams", "events", "libraries", "graphs", "pools", "contexts"
 };
 long fake_live[FAKE_NKINDS];
 

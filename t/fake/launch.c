@@ -54,10 +54,11 @@ void fake_kernel_run(CUfunction fn, Param *params)
       emulations[i].run(params);
 }
 
-static CUresult launch(CUfunction fn, const unsigned grid[3], const unsigned block[3],
-                       unsigned shmem, CUstream s, void **params)
+/* A launch's work item, its arguments checked as the driver would. */
+CUresult fake_kernel_item(struct fake_Work *w, CUfunction fn, const unsigned grid[3],
+                          const unsigned block[3], unsigned shmem, void **params)
 {
-  struct fake_Work w = {.kind = WORK_KERNEL};
+  *w = (struct fake_Work){.kind = WORK_KERNEL};
   if (!fn)
     return CUDA_ERROR_INVALID_HANDLE;
   if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2] ||
@@ -69,13 +70,21 @@ static CUresult launch(CUfunction fn, const unsigned grid[3], const unsigned blo
   int n = fake_function_nparams(fn);
   if (n > 0 && !params)
     return CUDA_ERROR_INVALID_VALUE;
-  w.u.kernel.fn = fn;
+  w->u.kernel.fn = fn;
   for (int i = 0; i < n && i < FAKE_MAX_PARAMS; i++) {
     size_t offset = 0, size = 0;
     fake_function_param(fn, (size_t)i, &offset, &size);
-    memcpy(w.u.kernel.params[i], params[i], size < 8 ? size : 8);
+    memcpy(w->u.kernel.params[i], params[i], size < 8 ? size : 8);
   }
-  return fake_submit(s, &w);
+  return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction fn, const unsigned grid[3], const unsigned block[3],
+                       unsigned shmem, CUstream s, void **params)
+{
+  struct fake_Work w;
+  CUresult r = fake_kernel_item(&w, fn, grid, block, shmem, params);
+  return r != CUDA_SUCCESS ? r : fake_submit(s, &w);
 }
 
 CUresult fake_cuLaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz,

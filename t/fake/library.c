@@ -4,7 +4,8 @@
  * gives cudalua) a kernel exists when the image has its ".text.<name>"
  * section, and its parameters come from the KPARAM_INFO attributes of its
  * ".nv.info.<name>" section, as the real driver reads them. Any other image
- * (PTX, a fatbin without an uncompressed cubin) loads, but finds kernels by name only and reports no
+ * (PTX, a fatbin without an uncompressed cubin) loads, but finds kernels by name only (PTX
+ * lists its ".entry" names) and reports no
  * parameters (cuFuncGetParamInfo: CUDA_ERROR_NOT_SUPPORTED), so cudalua
  * cannot launch them. Launching runs a host emulation when the kernel's name
  * has one (kernels.c), and does nothing otherwise. */
@@ -101,6 +102,35 @@ static const char *elf_kernel_name(CUlibrary lib, unsigned i)
     if (strncmp(names + sh[s].sh_name, ".text.", 6) == 0 && i-- == 0)
       return names + sh[s].sh_name + 6;
   return NULL;
+}
+
+/* The i-th ".entry <name>" of a PTX image, copied into buf. */
+static const char *ptx_kernel_name(CUlibrary lib, unsigned i, char *buf, size_t size)
+{
+  const char *end = (const char *)lib->image + lib->size;
+  for (const char *p = (const char *)lib->image; p && p < end; p++) {
+    p = memmem(p, (size_t)(end - p), ".entry", 6);
+    if (!p)
+      break;
+    const char *name = p + 6;
+    while (name < end && isspace((unsigned char)*name))
+      name++;
+    size_t n = 0;
+    while (name + n < end && (name[n] == '_' || isalnum((unsigned char)name[n])))
+      n++;
+    if (n > 0 && n < size && i-- == 0) {
+      memcpy(buf, name, n);
+      buf[n] = '\0';
+      return buf;
+    }
+  }
+  return NULL;
+}
+
+/* The i-th kernel's name: from the ELF sections or the PTX entries. */
+static const char *kernel_name(CUlibrary lib, unsigned i, char *buf, size_t size)
+{
+  return lib->elf ? elf_kernel_name(lib, i) : ptx_kernel_name(lib, i, buf, size);
 }
 
 #define EIATTR_KPARAM_INFO 0x17
@@ -241,10 +271,11 @@ CUresult fake_cuLibraryGetKernel(CUkernel *out, CUlibrary lib, const char *name)
 CUresult fake_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 {
   FAKE_ENTER(cuLibraryGetKernelCount);
-  if (!lib || !lib->elf)
-    return lib ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+  char buf[256];
+  if (!lib)
+    return CUDA_ERROR_INVALID_VALUE;
   *count = 0;
-  while (elf_kernel_name(lib, *count))
+  while (kernel_name(lib, *count, buf, sizeof buf))
     ++*count;
   return CUDA_SUCCESS;
 }
@@ -252,10 +283,11 @@ CUresult fake_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 CUresult fake_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int n, CUlibrary lib)
 {
   FAKE_ENTER(cuLibraryEnumerateKernels);
-  if (!lib || !lib->elf)
-    return lib ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+  char buf[256];
+  if (!lib)
+    return CUDA_ERROR_INVALID_VALUE;
   for (unsigned i = 0; i < n; i++) {
-    const char *name = elf_kernel_name(lib, i);
+    const char *name = kernel_name(lib, i, buf, sizeof buf);
     if (!name)
       return CUDA_ERROR_INVALID_VALUE;
     CUresult r = get_kernel(&kernels[i], lib, name);

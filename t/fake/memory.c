@@ -251,24 +251,38 @@ CUresult fake_cuMemFreeHost(void *p)
 CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
   FAKE_ENTER(cuMemcpyAsync);
-  struct fake_Work w = {.kind = WORK_MEMCPY};
-  w.u.memcpy.dst = (void *)(uintptr_t)dst;
-  w.u.memcpy.src = (const void *)(uintptr_t)src;
-  w.u.memcpy.n = n;
+  struct fake_Work w;
+  fake_memcpy_item(&w, dst, src, n);
   return fake_submit(s, &w);
+}
+
+void fake_memcpy_item(struct fake_Work *w, CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+  *w = (struct fake_Work){.kind = WORK_MEMCPY};
+  w->u.memcpy.dst = (void *)(uintptr_t)dst;
+  w->u.memcpy.src = (const void *)(uintptr_t)src;
+  w->u.memcpy.n = n;
+}
+
+CUresult fake_memset_item(struct fake_Work *w, CUdeviceptr dst, unsigned value, unsigned elem,
+                          size_t count)
+{
+  if ((elem != 1 && elem != 2 && elem != 4) || dst % elem)
+    return CUDA_ERROR_INVALID_VALUE;
+  *w = (struct fake_Work){.kind = WORK_MEMSET};
+  w->u.memset.dst = (void *)(uintptr_t)dst;
+  w->u.memset.value = value;
+  w->u.memset.elem = elem;
+  w->u.memset.count = count;
+  return CUDA_SUCCESS;
 }
 
 static CUresult memset_work(CUdeviceptr dst, unsigned value, unsigned elem, size_t count,
                             CUstream s)
 {
-  struct fake_Work w = {.kind = WORK_MEMSET};
-  if (dst % elem)
-    return CUDA_ERROR_INVALID_VALUE;
-  w.u.memset.dst = (void *)(uintptr_t)dst;
-  w.u.memset.value = value;
-  w.u.memset.elem = elem;
-  w.u.memset.count = count;
-  return fake_submit(s, &w);
+  struct fake_Work w;
+  CUresult r = fake_memset_item(&w, dst, value, elem, count);
+  return r != CUDA_SUCCESS ? r : fake_submit(s, &w);
 }
 
 CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)

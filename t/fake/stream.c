@@ -1,11 +1,11 @@
-/* stream.c: streams, events, stream capture and graphs.
+/* stream.c: streams, events, stream capture and host functions.
  *
  * Work runs at issue time, so a stream is never busy and an event is
  * complete as soon as it is recorded; it records a monotonic clock so
  * elapsed times are real and >= 0. A capturing stream records its work into
  * a graph instead; streams that wait on an event recorded in a capture join
- * it (fork/join capture), until the origin stream ends the capture. A graph
- * replays its work in order. */
+ * it (fork/join capture), until the origin stream ends the capture. Graphs
+ * are graph.c's. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +15,6 @@
 
 #define STREAM_MAGIC 0x5354524du
 #define EVENT_MAGIC 0x4556454eu
-
-struct CUgraph_st {
-  struct fake_Work *work;
-  size_t n, cap;
-};
-
-struct CUgraphExec_st { struct CUgraph_st g; };
 
 struct CUstream_st {
   unsigned magic;
@@ -50,21 +43,7 @@ int fake_stream_valid(CUstream s)
   return special_stream(s) || s->magic == STREAM_MAGIC;
 }
 
-static int event_valid(CUevent ev) { return ev && ev->magic == EVENT_MAGIC; }
-
-static CUresult graph_append(CUgraph g, const struct fake_Work *w)
-{
-  if (g->n == g->cap) {
-    size_t cap = g->cap ? 2 * g->cap : 8;
-    struct fake_Work *more = realloc(g->work, cap * sizeof *more);
-    if (!more)
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    g->work = more;
-    g->cap = cap;
-  }
-  g->work[g->n++] = *w;
-  return CUDA_SUCCESS;
-}
+int fake_event_valid(CUevent ev) { return ev && ev->magic == EVENT_MAGIC; }
 
 void fake_event_stamp(CUevent ev)
 {
@@ -89,6 +68,11 @@ void fake_run(const struct fake_Work *w)
   case WORK_EVENT:
     fake_event_stamp(w->u.event.ev);
     break;
+  case WORK_HOST:
+    w->u.host.fn(w->u.host.data);
+    break;
+  default:        /* no-ops; child graphs and conditionals are flattened by instantiation */
+    break;
   }
 }
 
@@ -97,22 +81,20 @@ CUresult fake_submit(CUstream s, const struct fake_Work *w)
   if (!fake_stream_valid(s))
     return CUDA_ERROR_INVALID_HANDLE;
   if (!special_stream(s) && s->capture)
-    return graph_append(s->capture, w);
+    return fake_graph_append(s->capture, w);
   fake_run(w);
   return CUDA_SUCCESS;
-}
-
-static void graph_free(struct CUgraph_st *g)
-{
-  fake_unkeep(g);   /* an exec starts with its graph */
-  free(g->work);
-  fake_live[FAKE_GRAPH]--;
 }
 
 CUresult fake_cuStreamCreateWithPriority(CUstream *s, unsigned int flags, int priority)
 {
   FAKE_ENTER(cuStreamCreateWithPriority);
   (void)priority;
+  return fake_stream_create(s, flags);
+}
+
+CUresult fake_stream_create(CUstream *s, unsigned flags)
+{
   if (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)
     return CUDA_ERROR_INVALID_VALUE;
   *s = calloc(1, sizeof **s);
@@ -135,10 +117,8 @@ CUresult fake_cuStreamDestroy(CUstream s)
       *p = s->next;
       break;
     }
-  if (s->capture_origin) {   /* an unfinished capture dies with its stream */
-    graph_free(s->capture);
-    free(s->capture);
-  }
+  if (s->capture_origin)     /* an unfinished capture dies with its stream */
+    fake_graph_destroy(s->capture);
   s->magic = 0;
   free(s);
   fake_live[FAKE_STREAM]--;
@@ -175,7 +155,7 @@ CUresult fake_cuStreamQuery(CUstream s)
 CUresult fake_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned int flags)
 {
   FAKE_ENTER(cuStreamWaitEvent);
-  if (!fake_stream_valid(s) || !event_valid(ev) || flags != 0)
+  if (!fake_stream_valid(s) || !fake_event_valid(ev) || flags != 0)
     return CUDA_ERROR_INVALID_HANDLE;
   if (ev->capture && !special_stream(s) && !s->capture)
     s->capture = ev->capture;    /* joins the capture */
@@ -198,7 +178,7 @@ CUresult fake_cuEventCreate(CUevent *ev, unsigned int flags)
 CUresult fake_cuEventDestroy(CUevent ev)
 {
   FAKE_ENTER(cuEventDestroy);
-  if (!event_valid(ev))
+  if (!fake_event_valid(ev))
     return CUDA_ERROR_INVALID_HANDLE;
   ev->magic = 0;
   fake_unkeep(ev);
@@ -210,7 +190,7 @@ CUresult fake_cuEventDestroy(CUevent ev)
 CUresult fake_cuEventRecord(CUevent ev, CUstream s)
 {
   FAKE_ENTER(cuEventRecord);
-  if (!event_valid(ev))
+  if (!fake_event_valid(ev))
     return CUDA_ERROR_INVALID_HANDLE;
   struct fake_Work w = {.kind = WORK_EVENT};
   w.u.event.ev = ev;
@@ -221,19 +201,19 @@ CUresult fake_cuEventRecord(CUevent ev, CUstream s)
 CUresult fake_cuEventSynchronize(CUevent ev)
 {
   FAKE_ENTER(cuEventSynchronize);
-  return event_valid(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return fake_event_valid(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult fake_cuEventQuery(CUevent ev)
 {
   FAKE_ENTER(cuEventQuery);
-  return event_valid(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return fake_event_valid(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult fake_cuEventElapsedTime(float *ms, CUevent start, CUevent end)
 {
   FAKE_ENTER(cuEventElapsedTime);
-  if (!event_valid(start) || !event_valid(end) || !start->recorded || !end->recorded ||
+  if (!fake_event_valid(start) || !fake_event_valid(end) || !start->recorded || !end->recorded ||
       (start->flags | end->flags) & CU_EVENT_DISABLE_TIMING)
     return CUDA_ERROR_INVALID_HANDLE;
   *ms = (float)(end->ms - start->ms);
@@ -248,13 +228,9 @@ CUresult fake_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (s->capture)
     return CUDA_ERROR_ILLEGAL_STATE;
-  s->capture = calloc(1, sizeof *s->capture);
-  if (!s->capture)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  s->capture_origin = 1;
-  fake_keep(s->capture);
-  fake_live[FAKE_GRAPH]++;
-  return CUDA_SUCCESS;
+  CUresult r = fake_graph_new(&s->capture);
+  s->capture_origin = r == CUDA_SUCCESS;
+  return r;
 }
 
 CUresult fake_cuStreamEndCapture(CUstream s, CUgraph *graph)
@@ -270,65 +246,15 @@ CUresult fake_cuStreamEndCapture(CUstream s, CUgraph *graph)
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags)
+/* Host functions run at issue time, on the calling thread: the fake has no
+ * driver threads. */
+CUresult fake_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
 {
-  FAKE_ENTER(cuGraphInstantiateWithFlags);
-  (void)flags;
-  *exec = calloc(1, sizeof **exec);
-  if (!*exec)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  for (size_t i = 0; i < g->n; i++)
-    if (graph_append(&(*exec)->g, &g->work[i]) != CUDA_SUCCESS) {
-      free((*exec)->g.work);
-      free(*exec);
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-  fake_keep(*exec);
-  fake_live[FAKE_GRAPH]++;
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream s)
-{
-  FAKE_ENTER(cuGraphLaunch);
-  if (!exec || !fake_stream_valid(s))
-    return CUDA_ERROR_INVALID_HANDLE;
-  for (size_t i = 0; i < exec->g.n; i++) {
-    CUresult r = fake_submit(s, &exec->g.work[i]);
-    if (r != CUDA_SUCCESS)
-      return r;
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuGraphExecDestroy(CUgraphExec exec)
-{
-  FAKE_ENTER(cuGraphExecDestroy);
-  if (!exec)
+  FAKE_ENTER(cuLaunchHostFunc);
+  if (!fn)
     return CUDA_ERROR_INVALID_VALUE;
-  graph_free(&exec->g);
-  free(exec);
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuGraphDestroy(CUgraph g)
-{
-  FAKE_ENTER(cuGraphDestroy);
-  if (!g)
-    return CUDA_ERROR_INVALID_VALUE;
-  graph_free(g);
-  free(g);
-  return CUDA_SUCCESS;
-}
-
-/* Nodes are the graph's work items; their handles are only for counting. */
-CUresult fake_cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *count)
-{
-  FAKE_ENTER(cuGraphGetNodes);
-  if (!g || !count)
-    return CUDA_ERROR_INVALID_VALUE;
-  for (size_t i = 0; nodes && i < *count && i < g->n; i++)
-    nodes[i] = (CUgraphNode)(void *)&g->work[i];
-  *count = g->n;
-  return CUDA_SUCCESS;
+  struct fake_Work w = {.kind = WORK_HOST};
+  w.u.host.fn = fn;
+  w.u.host.data = data;
+  return fake_submit(s, &w);
 }
