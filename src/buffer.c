@@ -78,6 +78,8 @@ static int buffer_close(lua_State *L)
   b->closed = 1;
   if (!b->owner && b->graph_refs == 0)
     release(b, s);
+  else if (!b->owner)
+    cl_mr_hold_for_graph(b->mr);
   return 0;
 }
 
@@ -85,7 +87,7 @@ void cl_buffer_graph_release(cl_Buffer *b)
 {
   cl_Buffer *owner = b->owner ? b->owner : b;
   if (--owner->graph_refs == 0 && owner->closed)
-    release(owner, NULL);
+    cl_mr_release_graph_held(owner->mr, owner->ptr, owner->size);
 }
 
 static int buffer_gc(lua_State *L)

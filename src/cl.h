@@ -128,6 +128,8 @@ typedef struct cl_MemoryResource {
   int owns_pool;                /* created by us: destroyed on close */
   size_t live_bytes;            /* bytes of buffers not yet released */
   size_t live_buffers;
+  size_t graph_held;            /* live buffers closed for Lua, kept by graphs */
+  int close_pending;            /* closed for Lua; destroyed with its last buffer */
   uint64_t peer_mask;           /* devices granted access (peer_accessible_by), bit = ordinal */
 } cl_MemoryResource;
 
@@ -135,6 +137,11 @@ cl_MemoryResource *cl_check_mr(lua_State *L, int i);
 /* Give a buffer's size bytes at ptr back to its resource, stream-ordered on
  * s where the resource is a pool, and count the buffer out of the
  * resource's live totals. Never raises: it runs in finalizers too. */
+/* A buffer of mr was closed for Lua while a graph still uses it
+ * (graph_held); its memory goes back later, through
+ * cl_mr_release_graph_held. */
+void cl_mr_hold_for_graph(cl_MemoryResource *mr);
+void cl_mr_release_graph_held(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size);
 void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size, CUstream s,
                    int stream_known);
 extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
@@ -492,6 +499,15 @@ void cl_push_graph_refs(lua_State *L);
 /* Add the value at vi (buffers and kernels count; a graph or a GraphRefs
  * adds what it holds; anything else is ignored) to the holder at hi. */
 void cl_graph_refs_add(lua_State *L, int hi, int vi);
+/* Give back the counts of the GraphRefs at hi: nothing on the GPU uses
+ * what it holds any more. */
+void cl_graph_refs_release(lua_State *L, int hi);
+/* An executable of the builder at bi was closed: once the builder is closed
+ * too and no executable of it is left, what its nodes use may go. */
+void cl_builder_exec_closed(lua_State *L, int bi);
+/* The stream s at si is being closed (stream.c): an unfinished capture it
+ * began releases what it captured. */
+void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si);
 /* Operations on a capturing stream s (at si) keep values first..last. */
 void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last);
 /* ev (at evi) was recorded on the capturing s (at si), and s (at si) waits

@@ -57,12 +57,14 @@ static Graph *check_graph(lua_State *L, int i)
 typedef struct cl_GraphRefs {
   int released;                 /* the counts were given back */
   int capturing;                /* a capture still adds to it */
+  const cl_Stream *origin;      /* the stream whose capture fills it, or NULL */
 } cl_GraphRefs;                 /* user value 1: the set {[value] = true} */
 
 void cl_push_graph_refs(lua_State *L)
 {
   cl_GraphRefs *r = lua_newuserdatauv(L, sizeof *r, 1);
   r->released = r->capturing = 0;
+  r->origin = NULL;
   lua_newtable(L);
   lua_setiuservalue(L, -2, 1);
   luaL_setmetatable(L, CL_GRAPHREFS);
@@ -131,7 +133,7 @@ void cl_graph_refs_add(lua_State *L, int hi, int vi)
 }
 
 /* Give the counts back; the set goes with the holder. */
-static void release_refs(lua_State *L, int hi)
+void cl_graph_refs_release(lua_State *L, int hi)
 {
   cl_GraphRefs *r = lua_touserdata(L, hi);
   if (r->released)
@@ -155,7 +157,7 @@ static void release_refs(lua_State *L, int hi)
 
 static int refs_gc(lua_State *L)
 {
-  release_refs(L, 1);
+  cl_graph_refs_release(L, 1);
   return 0;
 }
 
@@ -218,7 +220,9 @@ static int stream_begin_capture(lua_State *L)
   cl_device_activate(L, s->dev);
   cl_push_graph_refs(L);
   CL_TRY(L, cuStreamBeginCapture, (s->handle, values[mode]));
-  ((cl_GraphRefs *)lua_touserdata(L, -1))->capturing = 1;
+  cl_GraphRefs *r = lua_touserdata(L, -1);
+  r->capturing = 1;
+  r->origin = s;
   set_capture(L, s, 1, lua_gettop(L));
   return 0;
 }
@@ -233,8 +237,11 @@ void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, i
   luaL_setmetatable(L, CL_GRAPH);
   CUresult r = CL_CALL(cuGraphInstantiateWithFlags, (&g->exec, graph, flags));
   if (r != CUDA_SUCCESS) {
-    if (owns_graph)
+    if (owns_graph) {           /* a capture's graph: nothing will use what it captured */
       CL_CALL(cuGraphDestroy, (graph));
+      if (refs)
+        cl_graph_refs_release(L, refs);
+    }
     cl_raise(L, r, "cuGraphInstantiateWithFlags");
   }
   g->closed = 0;
@@ -266,9 +273,26 @@ static int stream_end_capture(lua_State *L)
   } else
     refs = 0;
   cl_device_activate(L, s->dev);
-  CL_TRY(L, cuStreamEndCapture, (s->handle, &graph));
+  CUresult r = CL_CALL(cuStreamEndCapture, (s->handle, &graph));
+  if (r != CUDA_SUCCESS) {
+    if (refs)
+      cl_graph_refs_release(L, refs);   /* no graph will use what it captured */
+    cl_raise(L, r, "cuStreamEndCapture");
+  }
   cl_push_graph_exec(L, graph, 1, devi, refs, flags);
   return 1;
+}
+
+/* s (at si) is being closed: a capture it began can never end, so nothing
+ * will use what it captured. */
+void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si)
+{
+  if (s->capture && s->capture->origin == s && lua_getiuservalue(L, si, 3) == LUA_TUSERDATA) {
+    s->capture->capturing = 0;
+    cl_graph_refs_release(L, lua_gettop(L));
+  }
+  lua_settop(L, si);
+  s->capture = NULL;
 }
 
 /* g:upload(stream): load the graph on the device ahead of its first launch */
@@ -310,8 +334,12 @@ static int graph_close(lua_State *L)
     CL_CALL(cuGraphExecDestroy, (g->exec));
     if (g->owns_graph)
       CL_CALL(cuGraphDestroy, (g->graph));
-    if (lua_getiuservalue(L, 1, 2) == LUA_TUSERDATA && luaL_testudata(L, -1, CL_GRAPHREFS))
-      release_refs(L, lua_gettop(L));   /* a built graph's are its builder's */
+    if (lua_getiuservalue(L, 1, 2) == LUA_TUSERDATA) {
+      if (luaL_testudata(L, -1, CL_GRAPHREFS))
+        cl_graph_refs_release(L, lua_gettop(L));   /* what the capture used */
+      else
+        cl_builder_exec_closed(L, lua_gettop(L));  /* a built graph's are its builder's */
+    }
     lua_pushnil(L);             /* what its nodes used may go now */
     lua_setiuservalue(L, 1, 2);
   }

@@ -33,6 +33,7 @@ typedef struct Builder {
   CUgraph graph;
   cl_Device *dev;
   struct Builder *parent;       /* a conditional body's graph owner, else NULL */
+  int execs;                    /* executables instantiated and not yet closed */
 } Builder;                      /* user values: 1 the device, 2 its nodes, 3 the parent,
                                  * 4 what its nodes use (a cuda.GraphRefs) */
 
@@ -338,6 +339,7 @@ static int builder_instantiate(lua_State *L)
   lua_getiuservalue(L, 1, 1);
   cl_device_activate(L, b->dev);
   cl_push_graph_exec(L, b->graph, 0, lua_gettop(L), 1, flags);
+  b->execs++;
   return 1;
 }
 
@@ -367,6 +369,26 @@ static int graph_update_kernel(lua_State *L)
   return 0;
 }
 
+/* Once the builder at bi is closed and none of its executables is left,
+ * nothing on the GPU uses what its nodes hold: buffers closed meanwhile are
+ * freed, object code unloaded, now rather than at collection. */
+static void release_if_unused(lua_State *L, int bi, const Builder *b)
+{
+  if (!b->closed || b->execs > 0)
+    return;
+  if (lua_getiuservalue(L, bi, 4) == LUA_TUSERDATA)
+    cl_graph_refs_release(L, lua_gettop(L));
+  lua_pop(L, 1);
+}
+
+void cl_builder_exec_closed(lua_State *L, int bi)
+{
+  Builder *b = luaL_checkudata(L, bi, CL_GRAPHBUILDER);
+  if (b->execs > 0)
+    b->execs--;
+  release_if_unused(L, bi, b);
+}
+
 static int builder_close(lua_State *L)
 {
   Builder *b = luaL_checkudata(L, 1, CL_GRAPHBUILDER);
@@ -375,6 +397,7 @@ static int builder_close(lua_State *L)
     if (b->parent == NULL)      /* a conditional body is its node's */
       CL_CALL(cuGraphDestroy, (b->graph));
     b->graph = NULL;
+    release_if_unused(L, 1, b);
   }
   return 0;
 }

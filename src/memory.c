@@ -243,13 +243,17 @@ static int mr_allocate(lua_State *L)
   return 1;
 }
 
-void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr p, size_t size, CUstream s,
-                   int stream_known)
+/* A closed resource's pool is destroyed once no buffer needs it. */
+static void destroy_pool(cl_MemoryResource *mr)
 {
-  mr->live_bytes -= size;
-  mr->live_buffers--;
-  if (mr->closed)   /* never: a resource with live buffers stays open */
-    return;
+  if (mr->owns_pool)
+    CL_CALL(cuMemPoolDestroy, (mr->pool));
+  mr->pool = NULL;
+  mr->close_pending = 0;
+}
+
+static void free_memory(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int stream_known)
+{
   switch (mr->kind) {
   case CL_MR_HOST:
     free((void *)(uintptr_t)p);
@@ -271,6 +275,27 @@ void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr p, size_t size, CUstream s
     CL_CALL(cuMemFree, (p));
   } else
     CL_CALL(cuMemFreeHost, ((void *)(uintptr_t)p));
+}
+
+void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr p, size_t size, CUstream s,
+                   int stream_known)
+{
+  mr->live_bytes -= size;
+  mr->live_buffers--;
+  free_memory(mr, p, s, stream_known);
+  if (mr->close_pending && mr->live_buffers == 0)
+    destroy_pool(mr);
+}
+
+void cl_mr_hold_for_graph(cl_MemoryResource *mr)
+{
+  mr->graph_held++;
+}
+
+void cl_mr_release_graph_held(cl_MemoryResource *mr, CUdeviceptr p, size_t size)
+{
+  mr->graph_held--;
+  cl_mr_release(mr, p, size, NULL, 0);
 }
 
 /* --- peer access ------------------------------------------------------------- */
@@ -362,13 +387,14 @@ static int mr_close(lua_State *L)
     return 0;
   if (is_default_pool(mr))
     return luaL_error(L, "the device's default pool (dev.memory_resource) cannot be closed");
-  if (mr->live_buffers > 0)
+  if (mr->live_buffers > mr->graph_held)
     return luaL_error(L, "cannot close %s: %I of its buffers are still open",
-                      type_names[mr->kind], (lua_Integer)mr->live_buffers);
+                      type_names[mr->kind], (lua_Integer)(mr->live_buffers - mr->graph_held));
   mr->closed = 1;
-  if (mr->owns_pool)
-    CL_CALL(cuMemPoolDestroy, (mr->pool));
-  mr->pool = NULL;
+  if (mr->live_buffers > 0)
+    mr->close_pending = 1;      /* graphs still use buffers closed for Lua */
+  else
+    destroy_pool(mr);
   return 0;
 }
 

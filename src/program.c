@@ -360,6 +360,7 @@ static void check_source(lua_State *L, int si, int is_ptx)
 /* cuda.Program(source, "c++" | "ptx" [, options]) */
 static int cuda_program(lua_State *L)
 {
+  luaL_checktype(L, 1, LUA_TSTRING);   /* the source first: its absence is the likelier mistake */
   int is_ptx = check_code_type(L, 2);
   check_source(L, 1, is_ptx);
   cl_check_nargs(L, 3);
@@ -733,6 +734,7 @@ static int program_compile(lua_State *L)
  * -> the key prog:compile uses, 64 hex digits */
 static int cuda_program_cache_key(lua_State *L)
 {
+  luaL_checktype(L, 1, LUA_TSTRING);
   int is_ptx = check_code_type(L, 2);
   check_source(L, 1, is_ptx);
   int target = check_target(L, 4);

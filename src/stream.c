@@ -206,6 +206,7 @@ static int stream_close(lua_State *L)
   cl_Stream *s = luaL_checkudata(L, 1, CL_STREAM);
   if (!s->closed) {
     s->closed = 1;
+    cl_capture_stream_closed(L, s, 1);
     CL_CALL(cuStreamDestroy, (s->handle));
     s->handle = NULL;
   }

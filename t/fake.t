@@ -8,15 +8,18 @@ local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local cudalua = t.cudalua()
 
-t.plan(60)
+t.plan(65)
 
 -- the GPU suites, whole, under the fake; what only a GPU can show may fail:
 -- work still running when the host looks (the fake runs it at issue time),
 -- and speeds measured against the device's limits (the fake's copies and
--- kernels run at host speed, slower still under the sanitizers)
+-- kernels run at host speed, slower still under the sanitizers), so that
+-- adaptive timing may stop at its time budget and a timeline's spans may
+-- take no time at all
 local needs_asynchrony = {
   stream = {"is false while the kernel runs", "a stream that waits on a busy stream is not done"},
-  scripts = {"efficiency is a fraction of the limit"},
+  scripts = {"efficiency is a fraction of the limit", "enough for the median's interval",
+             "a rectangle per operation"},
 }
 for _, name in ipairs{"device", "stream", "memory", "buffer", "view", "program", "cache",
                       "lua_modules", "scripts"} do
@@ -203,6 +206,43 @@ do
   buf:close()
   t.is(fake.live(fakecuda), base, "collected, stream and context are both released")
   t.is(fakecuda.live().contexts, before, "no green context is left")
+end
+
+-- what graphs use outlives its close for Lua: the memory goes with the last
+-- graph, the pool with its last buffer, an abandoned capture frees at once
+do
+  local before = fake.live(fakecuda)
+  local s = dev:create_stream()
+  local pool = cuda.DeviceMemoryResource(dev)
+  local x = pool:allocate(N * 4, s)
+  local b = cuda.Graph(dev)
+  b:memset(nil, x, 7)
+  local exec = b:instantiate()
+  local pools, allocs = fakecuda.live().pools, fakecuda.live().allocations
+  x:close()
+  pool:close()
+  t.ok(fakecuda.live().allocations == allocs and fakecuda.live().pools == pools,
+       "a buffer a built graph uses, and its pool, are closed for Lua but kept")
+  exec:launch(s); s:sync()
+  exec:close()
+  t.is(fakecuda.live().allocations, allocs, "kept while the builder is open")
+  b:close()
+  t.ok(fakecuda.live().allocations == allocs - 1 and fakecuda.live().pools == pools - 1,
+       "the builder and its executables closed: the buffer is freed, then its pool")
+  pool = cuda.DeviceMemoryResource(dev)
+  x = pool:allocate(N * 4, s)
+  local cs = dev:create_stream()
+  cs:begin_capture()
+  x:fill(cuda.u8(1), cs)
+  x:close()
+  allocs, pools = fakecuda.live().allocations, fakecuda.live().pools
+  pool:close()
+  t.ok(fakecuda.live().allocations == allocs and fakecuda.live().pools == pools,
+       "a capture in progress keeps the buffer, and so the pool closed for Lua")
+  cs:close()
+  s:close()
+  collectgarbage(); collectgarbage()
+  t.is(fake.live(fakecuda), before, "closing the capturing stream lets its capture go: nothing left")
 end
 
 t.raises(function() fakecuda.fail("cuNothing") end, "no entry point 'cuNothing'", "fail: unknown names")

@@ -114,7 +114,7 @@ CUresult fake_cuDeviceGet(CUdevice *d, int ordinal)
 CUresult fake_cuDeviceCanAccessPeer(int *can, CUdevice d, CUdevice peer)
 {
   FAKE_ENTER(cuDeviceCanAccessPeer);
-  if (bad_device(d) || bad_device(peer))
+  if (fake_bad_device(d) || fake_bad_device(peer))
     return CUDA_ERROR_INVALID_DEVICE;
   *can = d != peer;   /* as the driver: a device is not its own peer */
   return CUDA_SUCCESS;
