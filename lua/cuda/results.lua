@@ -357,13 +357,14 @@ end
 
 local function gpu_label(env)
   local device = env.environment.device
-  local id = type(device) == "table" and device.id or "-"
-  return ("%s GPU %s (rank %d)"):format(env.host, tostring(id), env.rank)
+  local gpu = type(device) == "table" and (" GPU " .. tostring(device.id)) or ""
+  return ("%s%s (rank %d)"):format(env.host, gpu, env.rank)
 end
 
 -- Each figure (name and unit) across the ranks' envelopes, in the order
 -- first seen: the summary of every GPU's median (samples: one a rank, in
--- rank order), its spread ((max - min) / median) and the slowest GPU.
+-- rank order), its spread ((max - min) / median), the slowest GPU, and
+-- verified where the ranks' results carry it (true when every one is).
 -- Counts on each envelope (slowest_in) how many figures it was slowest in.
 function M.across(ranks)
   local order, by_key = {}, {}
@@ -374,6 +375,7 @@ function M.across(ranks)
       if not by_key[key] then by_key[key] = {name = r.name, unit = r.unit, medians = {}, envs = {}}; order[#order + 1] = key end
       local figure = by_key[key]
       figure.medians[#figure.medians + 1], figure.envs[#figure.envs + 1] = r.median, env
+      if type(r.verified) == "boolean" then figure.verified = figure.verified ~= false and r.verified end
     end
   end
   local list = json.array{}
@@ -385,7 +387,7 @@ function M.across(ranks)
     end
     local env = figure.envs[slowest]
     env.slowest_in = env.slowest_in + 1
-    entry.name, entry.unit, entry.slowest = figure.name, figure.unit, gpu_label(env)
+    entry.name, entry.unit, entry.slowest, entry.verified = figure.name, figure.unit, gpu_label(env), figure.verified
     entry.spread = entry.median ~= 0 and (entry.max - entry.min) / math.abs(entry.median) or 0
     list[#list + 1] = entry
   end
@@ -432,14 +434,16 @@ function Run:finish_ranks(mpi, args, passed, details)
     end
     local across = setmetatable({tool = self.tool, opts = self.opts, list = M.across(ranks),
                                  columns = {"spread", "slowest"}}, Run)
-    io.stdout:write(("\n--- Across %d ranks on %d GPUs: every figure's median on each GPU ---\n"):format(#ranks, M.gpu_count(ranks)),
-                    M.ranks_table(ranks), "\n", across:markdown())
+    local gpus = M.gpu_count(ranks)
+    io.stdout:write(("\n--- Across %d ranks on %d GPU%s: every figure's median on each GPU ---\n")
+      :format(#ranks, gpus, gpus == 1 and "" or "s"), M.ranks_table(ranks), "\n", across:markdown())
     local envelope = across:envelope(all_passed, details)
     for _, env in ipairs(ranks) do env.slowest_in = nil end
     envelope.ranks, envelope.environment.mpi = ranks, {size = mpi.size, staging = mpi.staging}
     if args.json then json.write_file(args.json, envelope, {indent = 2}) end
     if args.csv then M.write_text(args.csv, across:csv()) end
   end
+  io.stdout:flush()   -- a rank that exits with an error aborts the job before exit() would flush
   mpi.barrier()
 end
 
