@@ -22,14 +22,15 @@ local function parse_args()
     :convert(bandwidth.word_list(bandwidth.ENGINES))
   parser:option("--runs", "Timed copies per size (median reported).", "10"):convert(cli.positive_integer)
   parser:option("--warmup", "Untimed copies per size first.", "3"):convert(cli.positive_integer)
-  parser:option("--device", "CUDA device id.", "0"):convert(cli.device_id)
+  cli.device_option(parser)
   parser:option("--elements", "Float32 elements of the overlap problem the prediction is for.", "16000000")
     :convert(cli.positive_integer)
   parser:flag("--overlap", "Also search the overlap schedules (streaming_overlap --auto) and compare the " ..
     "searched best chunk count with the predicted one.")
   parser:option("--reference", "bench/bandwidth_ref: the same sweep through the raw C driver API; " ..
     "prints cudalua / C time ratios at every size."):argname("PROGRAM")
-  results.options(parser, {"json", "csv", "md"})
+  results.options(parser, {"json", "csv", "md", "mpi"})
+  require("cuda.mpi_bench").options(parser)
   parser:option("--svg", "Draw the sweep to FILE as SVG: GB/s against bytes, a line per series."):argname("FILE")
   return cli.parse(parser, arg)
 end
@@ -148,6 +149,7 @@ local function compare_with_reference(args, sweep)
 end
 
 local args = parse_args()
+if args.mpi then os.exit(require("cuda.mpi_bench").run(args, bandwidth.default_sizes()) and 0 or 1) end
 local dev = cuda.Device(args.device)
 dev:set_current()
 print(("Device: %s (sm_%s)"):format(dev.name, dev.arch))

@@ -10,13 +10,13 @@ local results = require "cuda.results"
 
 local parser = cli.parser("memory_resources", results.description())
 parser:option("--elements", "Number of float32 elements per demo.", "65536"):convert(cli.positive_integer)
-parser:option("--device", "CUDA device id.", "0"):convert(cli.device_id)
+cli.device_option(parser)
 parser:flag("--bandwidth", "Also measure copy bandwidth between every pair of resources.")
 parser:option("--bytes", "Bytes per copy for --bandwidth.", "64000000"):convert(cli.positive_integer)
 bench.add_timing_options(parser)
 parser:option("--reference", "With --bandwidth: the raw C reference (bench/copy_ref) to compare with.")
   :argname("PROGRAM")
-results.options(parser, {"json", "csv", "md"})
+results.options(parser, {"json", "csv", "md", "mpi"})
 local args = cli.parse(parser, arg)
 
 local BLOCK = 256

@@ -52,7 +52,8 @@ typedef struct cl_Device {
 cl_Device *cl_check_device(lua_State *L, int i);
 /* Push the Device object for ordinal (the same object for the same id). */
 cl_Device *cl_push_device(lua_State *L, int ordinal);
-/* The device made current with set_current, else device 0; pushes it. */
+/* The device made current with set_current, else the launcher's node-local
+ * rank's device (rank % device count), else device 0; pushes it. */
 cl_Device *cl_push_current_device(lua_State *L);
 /* Retain the primary context on first use and make it current. */
 void cl_device_activate_slow(lua_State *L, cl_Device *d);

@@ -4,7 +4,10 @@
  * the Lua state closes, by a sentinel created in luaopen_cuda before any
  * handle: Lua runs finalizers in reverse order of creation, so the sentinel
  * is finalized after every stream, buffer and kernel that used a context. */
+#include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cl.h"
@@ -68,12 +71,72 @@ cl_Device *cl_check_device(lua_State *L, int i)
   return luaL_checkudata(L, i, CL_DEVICE);
 }
 
+/* --- the launcher's node-local rank ----------------------------------------- */
+
+/* The variables launchers set to a process' rank among the job's processes
+ * on its node, most specific first: SLURM_LOCALID comes last because every
+ * rank that Open MPI's mpirun starts inside a Slurm job inherits the batch
+ * step's SLURM_LOCALID (0) from the daemon srun started. */
+static const char *const local_rank_variables[] = {
+  "OMPI_COMM_WORLD_LOCAL_RANK",   /* Open MPI's mpirun and prterun */
+  "MV2_COMM_WORLD_LOCAL_RANK",    /* MVAPICH */
+  "MPI_LOCALRANKID",              /* Hydra: MPICH's and Intel MPI's mpiexec */
+  "PMI_LOCAL_RANK",               /* PMI launchers that set it */
+  "PALS_LOCAL_RANKID",            /* HPE Cray PALS */
+  "SLURM_LOCALID",                /* srun */
+  NULL
+};
+
+/* The first of those variables that holds a rank (a whole number >= 0)
+ * and its name; -1 where none does: a malformed value is not a rank. */
+static int launcher_local_rank(const char **variable)
+{
+  for (int k = 0; local_rank_variables[k]; k++) {
+    const char *text = getenv(local_rank_variables[k]);
+    char *end = NULL;
+    if (!text || !isdigit((unsigned char)text[0]))
+      continue;
+    long rank = strtol(text, &end, 10);
+    if (*end == '\0' && rank >= 0 && rank <= INT_MAX) {
+      if (variable)
+        *variable = local_rank_variables[k];
+      return (int)rank;
+    }
+  }
+  return -1;
+}
+
+/* The device a process uses when nobody chose one: under a launcher, the
+ * node-local rank's GPU (ranks wrap around the node's devices), else 0. */
+static int default_ordinal(lua_State *L)
+{
+  int rank = launcher_local_rank(NULL);
+  if (rank <= 0)
+    return 0;
+  cl_driver_load(L);
+  int count = 0;
+  CL_TRY(L, cuDeviceGetCount, (&count));
+  return count > 0 ? rank % count : 0;
+}
+
+/* cuda.launcher_local_rank() -> rank, variable | nil */
+static int cuda_launcher_local_rank(lua_State *L)
+{
+  const char *variable = NULL;
+  int rank = launcher_local_rank(&variable);
+  if (rank < 0)
+    return 0;
+  lua_pushinteger(L, rank);
+  lua_pushstring(L, variable);
+  return 2;
+}
+
 cl_Device *cl_push_current_device(lua_State *L)
 {
   if (lua_getfield(L, LUA_REGISTRYINDEX, CURRENT_KEY) != LUA_TNIL)
     return lua_touserdata(L, -1);
   lua_pop(L, 1);
-  return cl_push_device(L, 0);
+  return cl_push_device(L, default_ordinal(L));
 }
 
 void cl_device_activate_slow(lua_State *L, cl_Device *d)
@@ -513,6 +576,8 @@ void cl_open_device(lua_State *L)
   lua_setfield(L, -2, "Device");
   lua_pushcfunction(L, cuda_devices);
   lua_setfield(L, -2, "devices");
+  lua_pushcfunction(L, cuda_launcher_local_rank);
+  lua_setfield(L, -2, "launcher_local_rank");
   lua_pushcfunction(L, cuda_device_property_names);
   lua_setfield(L, -2, "device_property_names");
 }

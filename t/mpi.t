@@ -14,6 +14,51 @@ local code, _, err = t.run(("LUA_CPATH='/nonexistent/?.so' %s -e 'require \"cuda
 t.ok(code ~= 0, "require 'cuda.mpi' without cuda.mpi_core fails")
 t.like(err, "cuda.mpi is not available: its C part, cuda.mpi_core, did not load", "and says why")
 
+-- Device binding: the launcher's node-local rank, from its variables, in
+-- child processes; no MPI and no GPU needed.
+local LOCAL_RANK_VARIABLES = {"OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                              "PMI_LOCAL_RANK", "PALS_LOCAL_RANKID", "SLURM_LOCALID"}
+local function with_env(assignments, lua)
+  local unset = {}
+  for _, name in ipairs(LOCAL_RANK_VARIABLES) do unset[#unset + 1] = "-u " .. name end
+  local rc, out = t.run(("env %s %s %s -e '%s'"):format(table.concat(unset, " "), assignments, cudalua, lua))
+  return rc == 0 and (out:gsub("\n$", "")) or ("exit " .. tostring(rc))
+end
+local function local_rank(assignments)
+  return with_env(assignments, 'print(require("cuda").launcher_local_rank())')
+end
+math.randomseed(os.time())
+local r1, r2 = math.random(1, 500), math.random(501, 1000)
+t.is(local_rank(""), "", "launcher_local_rank: nothing outside a launcher")
+for _, name in ipairs(LOCAL_RANK_VARIABLES) do
+  t.is(local_rank(name .. "=" .. r1), r1 .. "\t" .. name, "launcher_local_rank reads " .. name)
+end
+t.is(local_rank(("SLURM_LOCALID=%d OMPI_COMM_WORLD_LOCAL_RANK=%d"):format(r1, r2)), r2 .. "\tOMPI_COMM_WORLD_LOCAL_RANK",
+     "mpirun's variable wins over an inherited SLURM_LOCALID")
+for _, bad in ipairs{"-1", "3x", "''", "' 4'", "99999999999"} do
+  t.is(local_rank(("OMPI_COMM_WORLD_LOCAL_RANK=%s SLURM_LOCALID=%d"):format(bad, r1)), r1 .. "\tSLURM_LOCALID",
+       "a malformed local rank (" .. bad .. ") is skipped")
+end
+local ndevices = require("cuda").device_count()
+t.is(with_env("OMPI_COMM_WORLD_LOCAL_RANK=" .. r1, 'print(require("cuda.cli").device_id("local"))'),
+     tostring(ndevices > 0 and r1 % ndevices or 0), "--device's default: the local rank's GPU (local rank % GPUs), else 0")
+if ndevices > 0 then
+  t.is(with_env("OMPI_COMM_WORLD_LOCAL_RANK=" .. r1, "print(cuda.Device().id)"), tostring(r1 % ndevices),
+       "cuda.Device(): the local rank's GPU, local rank % device count")
+  t.is(with_env("SLURM_LOCALID=" .. r1, ("cuda.Device(%d):set_current() print(cuda.Device().id)"):format((r1 + 1) % ndevices)),
+       tostring((r1 + 1) % ndevices), "set_current wins over the launcher")
+else
+  t.skip("no CUDA device: cuda.Device() under a launcher", 2)
+end
+
+-- Whether a launcher's variables say the job has several processes.
+local results = require "cuda.results"
+local function size_of(env) return results.launcher_size(function(name) return env[name] end) end
+t.is(size_of{OMPI_COMM_WORLD_SIZE = tostring(r1)}, r1, "launcher_size: mpirun's job size")
+t.is(select(2, size_of{SLURM_STEP_NUM_TASKS = "2"}), "SLURM_STEP_NUM_TASKS", "launcher_size: srun's, and its variable")
+t.is(size_of{}, nil, "launcher_size: nil outside a launcher")
+t.is(size_of{PMI_SIZE = "0"}, nil, "launcher_size: 0 is no job size")
+
 local mpirun = os.getenv("CUDALUA_MPIRUN") or ""
 if not io.open(core) then
   t.skip("cudalua was built without MPI (configure --with-mpi)")
@@ -26,7 +71,7 @@ end
 -- Root is allowed (containers), processes may outnumber cores, and every
 -- byte goes over loopback: shared memory, or TCP on lo (ob1, so that no
 -- other transport picks an interface). No ssh is needed or tried.
-local launch = table.concat({
+local function launch(nranks) return table.concat({
   "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
   "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_plm_rsh_agent=false",
   -- Plugins stay loaded, so that leak reports can name them (t/lsan.supp).
@@ -34,13 +79,13 @@ local launch = table.concat({
   -- Open MPI has no frame pointers: only a full unwind reaches its frames.
   "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\"",
   "LUA_CPATH='" .. core .. "'",
-  "timeout 20", mpirun, "--oversubscribe -n", NRANKS,
+  "timeout 20", mpirun, "--oversubscribe -n", nranks,
   "--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo",
   "--mca btl_vader_single_copy_mechanism none -x LUA_PATH -x LUA_CPATH", cudalua,
-}, " ")
+}, " ") end
 
 local function run_ranks(script, ...)
-  return t.run(table.concat({launch, tdir .. "/mpi_" .. script .. ".lua", ...}, " "))
+  return t.run(table.concat({launch(NRANKS), tdir .. "/mpi_" .. script .. ".lua", ...}, " "))
 end
 
 -- Every rank's checks, as TAP; a rank that did not finish is a failure.
@@ -63,6 +108,82 @@ for _, script in ipairs{"values", "buffers"} do
   local rc, _, stderr = run_ranks(script, dir, seed, NRANKS)
   report(script, dir, rc, stderr)
   os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- cuda.results across ranks (t/mpi_results.lua): rank 0 alone prints, one
+-- table and one JSON file for the job, every rank's figures in it.
+local function rank_figures(seed, r)   -- as t/mpi_results.lua makes them: the medians
+  return r == 2 and seed / 2 or seed + r, r == 2 and 3 * seed or seed + r / 10
+end
+local function median4(list)
+  local sorted = table.move(list, 1, #list, 1, {})
+  table.sort(sorted)
+  return (sorted[2] + sorted[3]) / 2
+end
+do
+  local dir = t.tmpdir()
+  local fig_seed = math.random(1, 1000)
+  local rc, out, stderr = run_ranks("results", fig_seed, "--json", dir .. "/r.json", "--csv", dir .. "/r.csv")
+  if not t.is(rc, 0, "results: mpirun exits 0") then t.diag(stderr) end
+  t.like(out, "rank 0 prints %(seed " .. fig_seed .. "%)", "results: rank 0 prints")
+  t.ok(not out:find("rank [123] prints") and not out:find("rank [123] writes"), "results: the other ranks print nothing (print, io.write, io.stdout)")
+  t.like(stderr, "rank 3 writes to stderr", "results: stderr stays on every rank")
+  t.like(out, "Across 4 ranks on 2 GPUs", "results: one table, across the ranks")
+  t.like(out, "|%s+3 |[^\n]*GPU of rank 3 |%s+NO ", "results: the table names the rank that failed")
+  local _, slowest = out:gsub("| [^|\n]+ GPU 0 %(rank 2%) |", "")
+  t.is(slowest, 2, "results: the slowest GPU is named for a rate and for a time")
+  local doc, why = results.read(dir .. "/r.json")
+  t.ok(doc, "results: rank 0 wrote one results file " .. tostring(why))
+  doc = doc or {results = {}, ranks = {}, environment = {}}
+  t.is(doc.passed, false, "results: the job failed as a rank did")
+  t.is(#doc.ranks, 4, "results: the JSON holds every rank's envelope")
+  local rates, times, tagged = {}, {}, true
+  for r = 0, 3 do
+    rates[r + 1], times[r + 1] = rank_figures(fig_seed, r)
+    local env = doc.ranks[r + 1] or {results = {}, environment = {device = {}}}
+    tagged = tagged and env.rank == r and type(env.host) == "string" and env.environment.device.id == r % 2
+      and env.results[1] and env.results[1].median == rates[r + 1] and env.results[2].median == times[r + 1]
+  end
+  t.ok(tagged, "results: each rank's results, tagged rank, host and GPU")
+  local copy, latency = doc.results[1] or {}, doc.results[2] or {}
+  t.is(copy.name, "copy", "results: the figures across GPUs, by name")
+  t.near(copy.median, median4(rates), 1e-12, "results: a rate's median across GPUs")
+  t.near(latency.median, median4(times), 1e-12, "results: a time's median across GPUs")
+  t.ok(copy.samples and copy.samples[3] == rates[3] and copy.samples[4] == rates[4], "results: samples: each GPU's median, by rank")
+  t.like(tostring(copy.slowest), "GPU 0 %(rank 2%)", "results: the JSON names the slowest GPU")
+  t.near(latency.spread, (3 * fig_seed - fig_seed) / median4(times), 1e-9, "results: the spread, (max - min) / median")
+  t.is(doc.environment.mpi and doc.environment.mpi.size, 4, "results: the job's size")
+  local csv = t.read_file(dir .. "/r.csv") or ""
+  t.like(csv, "^name,unit,n,median.-\r\ncopy,GB/s,4,.-\r\nlatency,us,4,", "results: the CSV holds the figures across GPUs")
+  rc, out = run_ranks("results", fig_seed, "--verbose")
+  local _, printed = out:gsub("rank %d prints", "")
+  t.ok(rc == 0 and printed == 4, "results --verbose: every rank prints")
+  os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- bandwidth --mpi: ping-pong and bidirectional between ranks 0 and 1, host
+-- buffers (no GPU needed), every size verified; ranks 2 and 3 wait.
+local function bandwidth_mpi(n, buffers)
+  local dir = t.tmpdir()
+  local rc, out, stderr = t.run(table.concat({launch(n), "bandwidth --mpi --mpi-buffers", buffers,
+    "--sizes 4K,1M --runs 3 --warmup 1 --json", dir .. "/b.json"}, " "))
+  if not t.is(rc, 0, "bandwidth --mpi, " .. buffers .. " buffers: exit 0") then t.diag(stderr) end
+  t.like(out, "MPI exchange between ranks 0 and 1 %((.-)%)", "bandwidth --mpi names the staging path")
+  t.ok(out:find("cuda%-aware") or out:find("pinned staging"), "the staging path is one of the two")
+  local _, verified = out:gsub("\n" .. buffers .. "%s+[%a-]+%s+%d+ [KM]B%s+[%d.]+%s+[%d.]+%s+yes", "")
+  t.is(verified, 4, "bandwidth --mpi: 2 tests x 2 sizes, each verified")
+  local doc = results.read(dir .. "/b.json") or {results = {}}
+  local names = {}
+  for _, r in ipairs(doc.results) do names[#names + 1] = r.name .. (r.verified and "" or " (not verified)") end
+  t.is(table.concat(names, ","), ("mpi ping-pong B 4096,mpi ping-pong B 1048576,mpi bidirectional B 4096,"
+    .. "mpi bidirectional B 1048576"):gsub("B", buffers), "bandwidth --mpi: the JSON holds every exchange, verified")
+  os.execute("rm -rf '" .. dir .. "'")
+end
+bandwidth_mpi(NRANKS, "host")
+if require("cuda").device_count() > 0 then
+  bandwidth_mpi(2, "device")   -- two ranks on one GPU exchange device buffers
+else
+  t.skip("no CUDA device: bandwidth --mpi with device buffers", 5)
 end
 
 -- A rank that raises an error ends the whole job, with its message.

@@ -123,12 +123,25 @@ function M.positive_integer(text)
   return n
 end
 
--- A device id: "0" or a positive integer.
+-- A device id: "0" or a positive integer, or "local": the device
+-- cuda.Device() picks (under mpirun or srun, the node-local rank's GPU),
+-- else 0 where there is none (the script's cuda.Device(0) says why).
 function M.device_id(text)
   if tostring(text) == "0" then return 0 end
+  if text == "local" then
+    local ok, dev = pcall(function() return require("cuda").Device() end)
+    return ok and dev.id or 0
+  end
   local n = M.positive_integer(text)
   if not n then return nil, ("'%s' is not a device id (0, 1, ...)"):format(tostring(text)) end
   return n
+end
+
+-- Adds --device to parser; by default the launcher's node-local GPU, so
+-- that the ranks of `mpirun -n 16` on two 8-GPU nodes use every GPU once.
+function M.device_option(parser)
+  return parser:option("--device", "CUDA device id (default: under mpirun or srun, the node-local rank's " ..
+    "GPU, local rank % GPUs; else 0).", "local"):convert(M.device_id):show_default(false)
 end
 
 -- A file the script will write (cuda.json.write_file): the folder exists

@@ -40,9 +40,14 @@ local OUTPUT_OPTIONS = {
   csv = function(p) p:option("--csv", "Write every result to FILE as CSV, one line each.")
     :argname("FILE") end,
   md = function(p) p:flag("--md", "After the report, print every result as a Markdown table.") end,
+  -- Under mpirun or srun: rank 0 alone prints, once the options are parsed.
+  mpi = function(p)
+    p:flag("--verbose", "Under mpirun or srun, every rank prints its report (by default rank 0 alone does).")
+    p:action(function(args) M.quiet_unless_rank0(args) end)
+  end,
 }
 
--- Adds the output options named in list ({"json", "csv", "md"}) to parser.
+-- Adds the output options named in list ({"json", "csv", "md", "mpi"}) to parser.
 function M.options(parser, list)
   for _, name in ipairs(list) do OUTPUT_OPTIONS[name](parser) end
   return parser
@@ -243,13 +248,12 @@ local function pad(text, width, right)
   return right and gap .. text or text .. gap
 end
 
--- The results as a Markdown table: text left-aligned, numbers right-aligned,
--- every cell padded so the source reads as a table too.
-function Run:markdown()
-  local columns = all_columns(self)
+-- rows (tables keyed by column) as a Markdown table: text left-aligned,
+-- numbers right-aligned, every cell padded so the source reads as a table too.
+function M.markdown_table(columns, rows)
   local cells, widths, numeric = {}, {}, {}
   for c, key in ipairs(columns) do widths[c] = math.max(#key, 3) end
-  for r, entry in ipairs(self.list) do
+  for r, entry in ipairs(rows) do
     cells[r] = {}
     for c, key in ipairs(columns) do
       local text, is_number = markdown_cell(entry[key])
@@ -272,6 +276,11 @@ function Run:markdown()
   return table.concat(lines, "\n") .. "\n"
 end
 
+-- The results as a Markdown table.
+function Run:markdown()
+  return M.markdown_table(all_columns(self), self.list)
+end
+
 -- Writes text to path (CSV, SVG); an error names the file.
 function M.write_text(path, text)
   local file <close>, why = io.open(path, "w")
@@ -288,11 +297,154 @@ function M.peak_rss_mb()
 end
 
 -- Writes what args asks for: args.json (the envelope), args.csv, and, on
--- stdout after the report, args.md's table.
+-- stdout after the report, args.md's table. In an MPI job of several ranks
+-- every rank calls it, and rank 0 reports for all (Run:finish_ranks).
 function Run:finish(args, passed, details)
+  local mpi = M.mpi_job()
+  if mpi then return self:finish_ranks(mpi, args, passed, details) end
   if args.json then json.write_file(args.json, self:envelope(passed, details), {indent = 2}) end
   if args.csv then M.write_text(args.csv, self:csv()) end
   if args.md then io.stdout:write("\n", self:markdown()) end
+end
+
+-- --- across the ranks of an MPI job -------------------------------------------------
+-- Under mpirun or srun every rank runs the whole script on its own GPU, and
+-- rank 0 reports for them all: one table, one JSON file. A process is one
+-- rank of several when cuda.mpi is loaded and says so, or when a launcher's
+-- variable does (then cuda.mpi is loaded here, which starts MPI; in a build
+-- without MPI each rank reports alone, as before).
+
+-- Launchers' variables for the job's number of processes.
+local SIZE_VARIABLES = {"OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}
+
+-- The number of processes a launcher says the job has, and the variable; nil
+-- outside a launcher. getenv: os.getenv, or a stand-in (tests).
+function M.launcher_size(getenv)
+  getenv = getenv or os.getenv
+  for _, name in ipairs(SIZE_VARIABLES) do
+    local n = math.tointeger(tonumber(getenv(name) or ""))
+    if n and n > 0 then return n, name end
+  end
+end
+
+-- cuda.mpi when this process is one rank of several, else nil.
+function M.mpi_job()
+  local mpi = package.loaded["cuda.mpi"]
+  if not mpi and (M.launcher_size() or 1) > 1 then
+    local found, loaded = pcall(require, "cuda.mpi")
+    mpi = found and loaded or nil
+  end
+  return mpi and mpi.size > 1 and mpi or nil
+end
+
+-- Silences standard output (print, io.write, io.stdout) on the ranks other
+-- than 0 of an MPI job, unless args.verbose; stderr stays. Returns whether
+-- it did.
+function M.quiet_unless_rank0(args)
+  local mpi = M.mpi_job()
+  if not mpi or mpi.rank == 0 or args.verbose then return false end
+  local null = assert(io.open("/dev/null", "w"))
+  _G.print = function() end
+  io.output(null)
+  io.stdout = null
+  return true
+end
+
+-- Whether larger is better for a figure in unit: rates ("GB/s"), not times.
+local function is_rate(unit)
+  return tostring(unit):find("/s$") ~= nil
+end
+
+local function gpu_label(env)
+  local device = env.environment.device
+  local gpu = type(device) == "table" and (" GPU " .. tostring(device.id)) or ""
+  return ("%s%s (rank %d)"):format(env.host, gpu, env.rank)
+end
+
+-- Each figure (name and unit) across the ranks' envelopes, in the order
+-- first seen: the summary of every GPU's median (samples: one a rank, in
+-- rank order), its spread ((max - min) / median), the slowest GPU, and
+-- verified where the ranks' results carry it (true when every one is).
+-- Counts on each envelope (slowest_in) how many figures it was slowest in.
+function M.across(ranks)
+  local order, by_key = {}, {}
+  for _, env in ipairs(ranks) do
+    env.slowest_in = 0
+    for _, r in ipairs(env.results) do
+      local key = r.name .. "\0" .. tostring(r.unit)
+      if not by_key[key] then by_key[key] = {name = r.name, unit = r.unit, medians = {}, envs = {}}; order[#order + 1] = key end
+      local figure = by_key[key]
+      figure.medians[#figure.medians + 1], figure.envs[#figure.envs + 1] = r.median, env
+      if type(r.verified) == "boolean" then figure.verified = figure.verified ~= false and r.verified end
+    end
+  end
+  local list = json.array{}
+  for _, key in ipairs(order) do
+    local figure, rate = by_key[key], is_rate(by_key[key].unit)
+    local entry, slowest = M.summarize(figure.medians), 1
+    for i, m in ipairs(figure.medians) do
+      if (rate and m < figure.medians[slowest]) or (not rate and m > figure.medians[slowest]) then slowest = i end
+    end
+    local env = figure.envs[slowest]
+    env.slowest_in = env.slowest_in + 1
+    entry.name, entry.unit, entry.slowest, entry.verified = figure.name, figure.unit, gpu_label(env), figure.verified
+    entry.spread = entry.median ~= 0 and (entry.max - entry.min) / math.abs(entry.median) or 0
+    list[#list + 1] = entry
+  end
+  return list
+end
+
+-- The number of distinct GPUs (host and device) the ranks ran on.
+function M.gpu_count(ranks)
+  local seen, n = {}, 0
+  for _, env in ipairs(ranks) do
+    local device = env.environment.device
+    local key = env.host .. "\0" .. tostring(type(device) == "table" and (device.uuid ~= json.null and device.uuid or device.id))
+    if not seen[key] then seen[key], n = true, n + 1 end
+  end
+  return n
+end
+
+-- One line a rank: host, GPU, whether it passed, how often it was slowest.
+function M.ranks_table(ranks)
+  local rows = {}
+  for i, env in ipairs(ranks) do
+    local device = type(env.environment.device) == "table" and env.environment.device or {}
+    rows[i] = {rank = env.rank, host = env.host, gpu = device.id, name = device.name,
+               passed = env.passed and "yes" or "NO", slowest_in = env.slowest_in}
+  end
+  return M.markdown_table({"rank", "host", "gpu", "name", "passed", "slowest_in"}, rows)
+end
+
+-- Every rank's envelope to rank 0 as JSON text (a Lua table sent as it is
+-- would lose json's arrays and nulls); rank 0 prints the ranks and the
+-- figures across them, and writes args.json (results: the figures across
+-- GPUs; ranks: every rank's own envelope, tagged rank and host) and
+-- args.csv (the figures across GPUs). Every rank waits for rank 0 to be done,
+-- so that a rank that then exits with an error cannot end the job first.
+function Run:finish_ranks(mpi, args, passed, details)
+  local mine = self:envelope(passed, details)
+  mine.rank, mine.host = mpi.rank, mpi.hostname
+  local texts = mpi.gather(json.encode(mine), 0)
+  if mpi.rank == 0 then
+    local ranks, all_passed = {}, true
+    for i, text in ipairs(texts) do
+      ranks[i] = json.decode(text)
+      all_passed = all_passed and ranks[i].passed
+    end
+    local across = setmetatable({tool = self.tool, opts = self.opts, list = M.across(ranks),
+                                 columns = {"spread", "slowest"}}, Run)
+    local gpus = M.gpu_count(ranks)
+    io.stdout:write(("\n--- Across %d ranks on %d GPU%s: every figure's median on each GPU ---\n")
+      :format(#ranks, gpus, gpus == 1 and "" or "s"), M.ranks_table(ranks), "\n", across:markdown())
+    local envelope = across:envelope(all_passed, details)
+    for _, env in ipairs(ranks) do env.slowest_in = nil end
+    envelope.ranks, envelope.environment.mpi = ranks, {size = mpi.size, staging = mpi.staging}
+    if args.json then json.write_file(args.json, envelope, {indent = 2}) end
+    if args.csv then M.write_text(args.csv, across:csv()) end
+  end
+  io.stdout:flush()   -- a rank that exits with an error aborts the job before exit() would flush
+  mpi.barrier()
 end
 
 -- --- reading ---------------------------------------------------------------------

@@ -1,0 +1,183 @@
+-- cuda.mpi_bench: the exchange between ranks 0 and 1 of an MPI job
+-- (cudalua bandwidth --mpi): ping-pong and bidirectional rates over message
+-- sizes, in host and in device buffers, every size verified.
+--
+-- Times are host wall-clock (cuda.clock) around the MPI calls, as an
+-- application sees them: on an MPI that is not CUDA-aware, a device
+-- buffer's staging through pinned memory (cuda.mpi) is part of the time.
+-- Host buffers are cuda.HostMemoryResource's, so the host rows need no GPU.
+local cuda = require "cuda"
+local cli = require "cuda.cli"
+local bench = require "cuda.bench"
+
+local M = {}
+
+M.TESTS = {"ping-pong", "bidirectional"}
+M.BUFFERS = {"host", "device"}
+local TAG = 4242
+local POISON = 0xA5
+
+-- One exchange. Ping-pong: rank 0 sends, rank 1 sends back what arrived;
+-- bidirectional: both send and receive at once.
+local function exchange(mpi, test, pair, send, recv)
+  if test == "bidirectional" then
+    local incoming = mpi.irecv(recv, pair.peer, TAG)
+    local outgoing = mpi.isend(send, pair.peer, TAG)
+    incoming:wait()
+    outgoing:wait()
+  elseif pair.me == 0 then
+    mpi.send(send, pair.peer, TAG)
+    mpi.recv(recv, pair.peer, TAG)
+  else
+    mpi.recv(recv, pair.peer, TAG)
+    mpi.send(recv, pair.peer, TAG)
+  end
+end
+
+-- Ranks 0 and 1 meet (a barrier of their own: the other ranks are not in
+-- the exchange): a one-byte ping-pong.
+local function meet(mpi, space)
+  local token = space.token
+  if space.pair.me == 0 then
+    mpi.send(token, 1, TAG + 1)
+    mpi.recv(token, 1, TAG + 1)
+  else
+    mpi.recv(token, 0, TAG + 1)
+    mpi.send(token, 0, TAG + 1)
+  end
+end
+
+-- The bytes rank r sends at a size: random, from the seed and r.
+local function pattern(space, r, bytes)
+  local buf = space.host:allocate(bytes)
+  buf:view("uint8"):random(0, 256, space.seed * 2 + r)
+  return buf
+end
+
+-- Send and receive buffers of a kind ("host" or "device"), the send one
+-- holding this rank's pattern.
+local function buffers(space, kind, bytes)
+  local mine = pattern(space, space.pair.me, bytes)
+  if kind == "host" then return mine, space.host:allocate(bytes) end
+  local send, recv = space.dev.memory_resource:allocate(bytes, space.stream), space.dev.memory_resource:allocate(bytes, space.stream)
+  send:copy_from(mine, space.stream)
+  space.stream:sync()
+  mine:close()
+  return send, recv
+end
+
+local function poison(space, kind, buf)
+  if kind == "host" then buf:view("uint8"):fill(POISON) return end
+  buf:fill(POISON, space.stream)
+  space.stream:sync()
+end
+
+-- Whether recv holds what should have arrived: rank 0's pattern (a
+-- ping-pong comes back to rank 0 as it left), else the peer's.
+local function arrived(space, kind, test, recv)
+  local from = (test == "ping-pong") and 0 or space.pair.peer
+  local want <close> = pattern(space, from, recv.size)
+  local got = recv
+  if kind == "device" then
+    got = space.host:allocate(recv.size)   -- collected with the rest
+    recv:copy_to(got, space.stream)
+    space.stream:sync()
+  end
+  return got:view("uint8"):allclose(want:view("uint8"), 0, 0)
+end
+
+-- One (kind, test, size): warm-up, timed exchanges, then one exchange
+-- into a poisoned buffer, checked. A row of M.exchange.
+local function measure(mpi, space, kind, test, bytes)
+  local send, recv = buffers(space, kind, bytes)
+  local closing <close> = setmetatable({}, {__close = function() send:close() recv:close() end})
+  -- bytes moved per exchange; a ping-pong's message takes half the round trip
+  local moved, halves = bytes, 2
+  if test == "bidirectional" then moved, halves = 2 * bytes, 1 end
+  for _ = 1, space.warmup do exchange(mpi, test, space.pair, send, recv) end
+  local rates = {}
+  for i = 1, space.runs do
+    meet(mpi, space)
+    local t0 = cuda.clock()
+    exchange(mpi, test, space.pair, send, recv)
+    rates[i] = moved / ((cuda.clock() - t0) / halves) / 1e9
+  end
+  poison(space, kind, recv)
+  meet(mpi, space)
+  exchange(mpi, test, space.pair, send, recv)
+  local gbps = bench.median(rates)
+  return {buffers = kind, test = test, bytes = bytes, rates = rates, gbps = gbps, us = moved / gbps / 1e3,
+          verified = arrived(space, kind, test, recv)}
+end
+
+-- Runs the exchange on ranks 0 and 1 of mpi (cuda.mpi); other ranks wait.
+-- opts: sizes (bytes), buffers (a subset of M.BUFFERS), runs, warmup, seed,
+-- device (a cuda.Device, for device buffers). Returns, on ranks 0 and 1,
+-- a row per buffer kind, test and size: {buffers, test, bytes, rates (GB/s
+-- of each timed exchange; bidirectional: both directions together), gbps
+-- (their median), us (the median message's time: half a ping-pong's round
+-- trip, a whole bidirectional exchange), verified}. Collective: every rank
+-- calls it.
+function M.exchange(mpi, opts)
+  if mpi.size < 2 then error("the MPI exchange needs two ranks (mpirun -n 2 or more)", 0) end
+  local rows = {}
+  if mpi.rank > 1 then mpi.barrier() return rows end
+  local space = {pair = {me = mpi.rank, peer = 1 - mpi.rank}, host = cuda.HostMemoryResource(), dev = opts.device,
+                 stream = opts.device and opts.device:create_stream(), seed = opts.seed or os.time(),
+                 runs = opts.runs or 10, warmup = opts.warmup or 3}
+  space.token = space.host:allocate(1)
+  for _, kind in ipairs(opts.buffers or M.BUFFERS) do
+    for _, test in ipairs(M.TESTS) do
+      for _, bytes in ipairs(opts.sizes) do rows[#rows + 1] = measure(mpi, space, kind, test, bytes) end
+    end
+  end
+  mpi.barrier()
+  return rows
+end
+
+-- The rows as a table, the staging path (mpi.staging) named.
+function M.format_table(rows, staging)
+  local lines = {("--- MPI exchange between ranks 0 and 1 (%s): median GB/s (bidirectional: both ways " ..
+                  "together), us a message ---"):format(staging),
+                 ("%-7s %-14s %10s %10s %12s  %s"):format("buffers", "test", "bytes", "GB/s", "us", "verified")}
+  for _, r in ipairs(rows) do
+    lines[#lines + 1] = ("%-7s %-14s %10s %10.2f %12.2f  %s"):format(r.buffers, r.test, cli.format_bytes(r.bytes),
+      r.gbps, r.us, r.verified and "yes" or "FAILED")
+  end
+  return table.concat(lines, "\n")
+end
+
+-- Adds --mpi and --mpi-buffers to the bandwidth script's parser.
+function M.options(parser)
+  parser:flag("--mpi", "Instead of the copy sweep: ping-pong and bidirectional exchanges between ranks 0 and 1 " ..
+    "under mpirun or srun, every size verified.")
+  parser:option("--mpi-buffers", "With --mpi: host, device or both (host needs no GPU).", "host,device")
+    :convert(require("cuda.bandwidth").word_list(M.BUFFERS))
+end
+
+-- cudalua bandwidth --mpi: the exchange, printed by rank 0 and recorded as
+-- results (rank 0's: the two ranks measure the same exchanges). args: the
+-- bandwidth script's (sizes, mpi_buffers, runs, warmup, device and the
+-- output options). Returns whether every exchange this rank checked arrived.
+function M.run(args, default_sizes)
+  local mpi = require "cuda.mpi"
+  local results = require "cuda.results"
+  local kinds = args.mpi_buffers or M.BUFFERS
+  local dev = nil
+  for _, kind in ipairs(kinds) do if kind == "device" then dev = cuda.Device(args.device) end end
+  if dev then dev:set_current() end
+  local rows = M.exchange(mpi, {sizes = args.sizes or default_sizes, buffers = kinds, runs = args.runs,
+                                warmup = args.warmup, device = dev, seed = os.time() % 100000})
+  local passed = true
+  for _, r in ipairs(rows) do passed = passed and r.verified end
+  if mpi.rank == 0 then print(M.format_table(rows, mpi.staging)) end
+  local run = results.new("bandwidth", {device = dev, argv = arg})
+  for _, r in ipairs(mpi.rank == 0 and rows or {}) do
+    run:add(("mpi %s %s %d"):format(r.test, r.buffers, r.bytes), "GB/s", r.rates,
+            {median = r.gbps, bytes = r.bytes, us = r.us, verified = r.verified})
+  end
+  run:finish(args, passed, {staging = mpi.staging, ranks = mpi.size})
+  return passed
+end
+
+return M
