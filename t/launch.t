@@ -90,13 +90,13 @@ t.is(out:view("uint64")[8], 2^63 + 2^20, "uint64 argument")
 t.is(o[9], 1500, "float32 argument"); t.is(o[10], 2250000, "float64 argument"); t.is(o[11], 424242, "pointer argument")
 -- plain numbers take the parameter's size
 out:fill(0, s)
-cuda.launch(s, one, every, out, -5, -300, -70000, -2^40 // 1, 250, 65000, 4000000000, 123, 1.5, 2.25, pv)
+cuda.launch(s, one, every, out, -5, -300, -70000, -(1 << 40), 250, 65000, 4000000000, 123, 1.5, 2.25, pv)
 s:sync()
 t.ok(o[1] == -5 and o[3] == -70000 and o[7] == 4000000000 and o[9] == 1500 and o[10] == 2250000,
      "plain numbers are sized by the kernel's parameters")
 -- a float with an integer value could be either: refused; exact integers pass
 local function every_with(h, x)
-  cuda.launch(s, one, every, out, -5, -300, -70000, -2^40 // 1, 250, 65000, 4000000000, h, x, 2.25, pv)
+  cuda.launch(s, one, every, out, -5, -300, -70000, -(1 << 40), 250, 65000, 4000000000, h, x, 2.25, pv)
 end
 t.raises(function() every_with(2^20, 1.5) end, "argument 9: 1048576%.0 is a float with an integer value",
          "2^20 for an 8-byte parameter")

@@ -43,9 +43,9 @@ local ndevices = require("cuda").device_count()
 t.is(with_env("OMPI_COMM_WORLD_LOCAL_RANK=" .. r1, 'print(require("cuda.cli").device_id("local"))'),
      tostring(ndevices > 0 and r1 % ndevices or 0), "--device's default: the local rank's GPU (local rank % GPUs), else 0")
 if ndevices > 0 then
-  t.is(with_env("OMPI_COMM_WORLD_LOCAL_RANK=" .. r1, "print(cuda.Device().id)"), tostring(r1 % ndevices),
+  t.is(with_env("OMPI_COMM_WORLD_LOCAL_RANK=" .. r1, "local cuda = require(\"cuda\") print(cuda.Device().id)"), tostring(r1 % ndevices),
        "cuda.Device(): the local rank's GPU, local rank % device count")
-  t.is(with_env("SLURM_LOCALID=" .. r1, ("cuda.Device(%d):set_current() print(cuda.Device().id)"):format((r1 + 1) % ndevices)),
+  t.is(with_env("SLURM_LOCALID=" .. r1, ("local cuda = require(\"cuda\") cuda.Device(%d):set_current() print(cuda.Device().id)"):format((r1 + 1) % ndevices)),
        tostring((r1 + 1) % ndevices), "set_current wins over the launcher")
 else
   t.skip("no CUDA device: cuda.Device() under a launcher", 2)
