@@ -153,7 +153,10 @@ end
 -- The peer matrix (cuda.bandwidth.peer_matrix), one table per mode, and the host copies beside it.
 local function run_matrix(args)
   local ids = args.devices or {}
-  if not args.devices then for id = 0, cuda.device_count() - 1 do ids[#ids + 1] = id end end
+  if not args.devices then
+    for id = 0, cuda.device_count() - 1 do ids[#ids + 1] = id end
+    ids[1] = ids[1] or 0   -- no device: cuda.Device(0) says why
+  end
   local devices = {}
   for i, id in ipairs(ids) do
     devices[i] = cuda.Device(id)
@@ -165,7 +168,10 @@ local function run_matrix(args)
   local matrix = bandwidth.peer_matrix(devices, {bytes = bytes, engines = engines, runs = args.runs,
                                                  warmup = args.warmup, progress = progress})
   progress:done()
-  if #ids == 1 then print("One GPU: the matrix is 1x1, a copy within it; peer pairs need two GPUs.") end
+  if #ids == 1 then
+    print(cuda.device_count() == 1 and "One GPU: the matrix is 1x1, a copy within it; peer pairs need two GPUs."
+          or "One GPU listed: the matrix is 1x1, a copy within it; list two or more for peer pairs.")
+  end
   for _, mode in ipairs(matrix.modes) do
     print(("\n--- %s, GB/s each way (%s, median of %d, every copy verified) ---"):format(mode.name,
       cli.format_bytes(bytes), args.runs))

@@ -328,7 +328,7 @@ function M.matrix_points(matrix)
     for r, row in ipairs(devices) do
       for c, col in ipairs(devices) do
         local p = matrix.cells[mode.name][r][c]
-        if p then list[#list + 1] = {("%s GPU %d peer GPU %d"):format(mode.name, row.id, col.id), p} end
+        if p and p.gbps then list[#list + 1] = {("%s GPU %d peer GPU %d"):format(mode.name, row.id, col.id), p} end
       end
     end
   end
