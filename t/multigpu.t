@@ -93,24 +93,22 @@ t.is(ll[1], "GPU 5: H2D 1.000 / 1.500 ms, D2H 2.000 / 2.200 ms, kernel 0.500 / 0
   "limit 2.000 ms alone, 2.200 ms together (1.10x)", "a GPU's limits alone / together")
 
 -- --- the scripts without a GPU -------------------------------------------------------------
-local code, out, err = t.run(nodrv .. " bandwidth --help")
-t.like(out, "%-%-matrix", "bandwidth --help shows --matrix")
-t.like(out, "%-%-devices", "and --devices")
-code, out, err = t.run(nodrv .. " bandwidth --matrix --devices 0,0")
-t.is(code, 2, "bandwidth --devices 0,0 is a usage error")
-t.like(err, "bad value for %-%-devices: device 0 is listed twice", "and says why")
-code, out, err = t.run(nodrv .. " streaming_overlap --devices x")
-t.is(code, 2, "streaming_overlap --devices x is a usage error")
-t.like(err, "bad value for %-%-devices: 'x' is not a device id", "and says why")
-code, out, err = t.run(nodrv .. " streaming_overlap --devices 0 --auto")
-t.is(code, 2, "--devices with --auto is a usage error")
-t.like(err, "%-%-devices does not go with %-%-auto", "and says which")
-code, out = t.run(nodrv .. " streaming_overlap --help")
-t.like(out, "%-%-devices", "streaming_overlap --help shows --devices")
-code, out = t.run(nodrv .. " memory_resources --help")
-t.like(out, "%-%-peer", "memory_resources --help shows --peer")
-code, out, err = t.run(nodrv .. " bandwidth --matrix")
-t.is(code, 2, "bandwidth --matrix without a driver exits 2")
+local code, out, err
+for _, help in ipairs{{"bandwidth", "%-%-matrix"}, {"bandwidth", "%-%-devices"}, {"streaming_overlap", "%-%-devices"},
+                      {"memory_resources", "%-%-peer"}} do
+  code, out = t.run(nodrv .. " " .. help[1] .. " --help")
+  t.like(out, help[2], help[1] .. " --help shows " .. help[2]:gsub("%%", ""))
+end
+for _, usage in ipairs{
+  {"bandwidth --matrix --devices 0,0", "bad value for %-%-devices: device 0 is listed twice"},
+  {"streaming_overlap --devices x", "bad value for %-%-devices: 'x' is not a device id"},
+  {"streaming_overlap --devices 0 --auto", "%-%-devices does not go with %-%-auto"},
+  {"bandwidth --matrix", "no NVIDIA driver found"},   -- no GPU: status 2 too
+} do
+  code, out, err = t.run(nodrv .. " " .. usage[1])
+  t.is(code, 2, usage[1] .. " exits 2")
+  t.like(err, usage[2], usage[1] .. ": says why")
+end
 
 if not cuda.is_available() then
   t.skip("no CUDA device", 12)
