@@ -18,11 +18,14 @@ local function parse_args()
     :convert(bandwidth.word_list(bandwidth.PATHS))
   parser:option("--resources", "Host memory: " .. table.concat(bandwidth.RESOURCES, ",") .. ".", "pinned")
     :convert(bandwidth.word_list(bandwidth.RESOURCES))
-  parser:option("--engines", "Engines: copy (copy engines), sm (a copy kernel).", "copy")
+  parser:option("--engines", "Engines: copy (copy engines), sm (a copy kernel); default copy, with --matrix both.")
     :convert(bandwidth.word_list(bandwidth.ENGINES))
   parser:option("--runs", "Timed copies per size (median reported).", "10"):convert(cli.positive_integer)
   parser:option("--warmup", "Untimed copies per size first.", "3"):convert(cli.positive_integer)
   cli.device_option(parser)
+  parser:flag("--matrix", "Instead of the sweep: copies between GPUs, GPU x GPU, read and write, one way and " ..
+    "both ways, at one size (the largest of --sizes, default 64M), and each GPU's host copies.")
+  parser:option("--devices", "With --matrix: the GPUs, comma-separated ids (default: all)."):convert(bandwidth.parse_devices)
   parser:option("--elements", "Float32 elements of the overlap problem the prediction is for.", "16000000")
     :convert(cli.positive_integer)
   parser:flag("--overlap", "Also search the overlap schedules (streaming_overlap --auto) and compare the " ..
@@ -148,8 +151,52 @@ local function compare_with_reference(args, sweep)
   return {program = args.reference, rows = rows}
 end
 
+-- The peer matrix (cuda.bandwidth.peer_matrix), one table per mode, and the host copies beside it.
+local function run_matrix(args)
+  local ids = args.devices or {}
+  if not args.devices then
+    for id = 0, cuda.device_count() - 1 do ids[#ids + 1] = id end
+    ids[1] = ids[1] or 0   -- no device: cuda.Device(0) says why
+  end
+  local devices = {}
+  for i, id in ipairs(ids) do
+    devices[i] = cuda.Device(id)
+    print(("GPU %d: %s (sm_%s)"):format(id, devices[i].name, devices[i].arch))
+  end
+  local engines = args.engines or bandwidth.ENGINES
+  local bytes = args.sizes and math.max(table.unpack(args.sizes)) or bandwidth.MATRIX_BYTES
+  local progress <close> = cli.progress(#bandwidth.matrix_modes(engines) * #ids * #ids + #ids, "copying")
+  local matrix = bandwidth.peer_matrix(devices, {bytes = bytes, engines = engines, runs = args.runs,
+                                                 warmup = args.warmup, progress = progress})
+  progress:done()
+  if #ids == 1 then
+    print(cuda.device_count() == 1 and "One GPU: the matrix is 1x1, a copy within it; peer pairs need two GPUs."
+          or "One GPU listed: the matrix is 1x1, a copy within it; list two or more for peer pairs.")
+  end
+  for _, mode in ipairs(matrix.modes) do
+    print(("\n--- %s, GB/s each way (%s, median of %d, every copy verified) ---"):format(mode.name,
+      cli.format_bytes(bytes), args.runs))
+    print(bandwidth.format_matrix(matrix, mode))
+  end
+  print("(row: the GPU that runs the copies; column: its peer. read: row <- column; write: row -> column;")
+  print(" both ways: the column runs the opposite copy at once. n/a: no peer access for SM copies)")
+  print(("\n--- Host <-> GPU, pinned, copy engines, GB/s each way (%s) ---"):format(cli.format_bytes(bytes)))
+  print(bandwidth.format_host(matrix))
+  local run = results.new("bandwidth", {device = devices[1], argv = arg})
+  for _, item in ipairs(bandwidth.matrix_points(matrix)) do
+    local p = item[2]
+    if p.gbps then run:add(item[1], "GB/s", bandwidth.rates(p), {median = p.gbps, bytes = p.bytes, verified = p.verified}) end
+  end
+  run:finish(args, matrix.failures == 0, {matrix = matrix})
+  if matrix.failures > 0 then fail(("%d check(s) FAILED."):format(matrix.failures)) end
+  print("\nEvery copy verified.")
+  os.exit(0)
+end
+
 local args = parse_args()
 if args.mpi then os.exit(require("cuda.mpi_bench").run(args, bandwidth.default_sizes()) and 0 or 1) end
+if args.matrix then run_matrix(args) end
+args.engines = args.engines or {"copy"}
 local dev = cuda.Device(args.device)
 dev:set_current()
 print(("Device: %s (sm_%s)"):format(dev.name, dev.arch))
@@ -164,9 +211,8 @@ local lines = {}
 for _, s in ipairs(sweep.series) do
   local line = {name = bandwidth.series_name(s), points = {}}
   for _, p in ipairs(s.points or {}) do
-    local rates = {}
-    for i, ms in ipairs(p.samples_ms) do rates[i] = p.bytes / ms / 1e6 end
-    run:add(("%s %d"):format(line.name, p.bytes), "GB/s", rates, {median = p.gbps, bytes = p.bytes, verified = p.verified})
+    run:add(("%s %d"):format(line.name, p.bytes), "GB/s", bandwidth.rates(p), {median = p.gbps, bytes = p.bytes,
+      verified = p.verified})
     line.points[#line.points + 1] = {p.bytes, p.gbps}
   end
   if #line.points > 0 then lines[#lines + 1] = line end

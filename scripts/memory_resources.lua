@@ -12,6 +12,8 @@ local parser = cli.parser("memory_resources", results.description())
 parser:option("--elements", "Number of float32 elements per demo.", "65536"):convert(cli.positive_integer)
 cli.device_option(parser)
 parser:flag("--bandwidth", "Also measure copy bandwidth between every pair of resources.")
+parser:flag("--peer", "Also run the peer-to-peer demo: a kernel on GPU 1 writes a buffer of GPU 0, and a copy " ..
+  "between the GPUs (needs two GPUs; skipped with the reason on one).")
 parser:option("--bytes", "Bytes per copy for --bandwidth.", "64000000"):convert(cli.positive_integer)
 bench.add_timing_options(parser)
 parser:option("--reference", "With --bandwidth: the raw C reference (bench/copy_ref) to compare with.")
@@ -95,6 +97,45 @@ local function demo_explicit_pool(ctx)
   s:sync()
   pool:close()
   print("    pool closed: " .. tostring(pool))
+end
+
+-- [4] peer to peer: GPU 0's pool grants GPU 1 access, a kernel on GPU 1 writes
+-- GPU 0's buffer through it, and the result is copied to GPU 1 and back
+local function demo_peer(ctx)
+  print("[4] Peer to peer")
+  if cuda.device_count() < 2 then
+    print("    skipped: peer to peer needs two GPUs, and this machine has " .. cuda.device_count())
+    return
+  end
+  local d0, d1 = cuda.Device(0), cuda.Device(1)
+  if not d1:can_access_peer(d0) then
+    print(("    skipped: GPU 1 (%s) cannot access the memory of GPU 0 (%s)"):format(d1.name, d0.name))
+    return
+  end
+  local n, s0, s1 = ctx.n, d0:create_stream(), d1:create_stream()
+  local pool <close> = cuda.DeviceMemoryResource(d0)
+  pool.peer_accessible_by = {d1}
+  local on0, on1 = pool:allocate(n * 4, s0), d1.memory_resource:allocate(n * 4, s1)
+  local back <close> = cuda.PinnedMemoryResource():allocate(n * 4)
+  local input = back:view("float32"):random(-1000, 1000, ctx.seed)
+  local want = expected(ctx.host, input, 2.0, 1.0)
+  on0:copy_from(back, s0)
+  s0:sync()
+  d1:set_current()
+  local kernel = require("cuda.kernels").load(d1, "scale_and_bias.cu", "scale_and_bias")
+  cuda.launch(s1, ctx.config, kernel, on0, cuda.f32(2.0), cuda.f32(1.0), cuda.u64(n))
+  on1:fill(0xFF, s1)                    -- poison the copy's destination
+  on1:copy_from(on0, s1)                -- GPU 0 -> GPU 1
+  back:fill(0xFF, s1)
+  on1:copy_to(back, s1)
+  s1:sync()
+  print(("    kernel on GPU 1 writes GPU 0's buffer, copied to GPU 1 and back: %s"):format(compare(back:view("float32"), want)))
+  on0:close(s0)
+  on1:close(s1)
+  s1:sync()
+  s0:sync()
+  pool.peer_accessible_by = {}
+  ctx.dev:set_current()
 end
 
 -- --- --bandwidth ------------------------------------------------------------------
@@ -183,7 +224,7 @@ local function bandwidth_table(ctx)
     for _, pair in ipairs{{"pinned -> device", "h2d_pinned"}, {"device -> pinned", "d2h_pinned"},
                           {"pinned pool -> device", "h2d_pinned_pool"}, {"pageable -> device", "h2d_pageable"},
                           {"device -> device", "d2d"}} do
-      local ours, theirs = gbps_by_pair[pair[1]], ref[pair[2]] and ref[pair[2]].median
+      local ours, theirs = results[pair[1]], ref[pair[2]] and ref[pair[2]].median
       if theirs then
         print(("%-24s cudalua %7.1f GB/s   raw C %7.1f GB/s   ratio %.3f"):format(pair[1], ours, theirs, ours / theirs))
       end
@@ -214,6 +255,10 @@ print()
 for _, demo in ipairs{{"device pool", demo_device_pool}, {"managed", demo_managed}, {"explicit pool", demo_explicit_pool}} do
   local range <close> = cuda.nvtx.range(demo[1])
   demo[2](ctx)
+end
+if args.peer then
+  local range <close> = cuda.nvtx.range("peer")
+  demo_peer(ctx)
 end
 local report = {device = dev.name, elements = n, failures = 0}
 if args.bandwidth then

@@ -9,6 +9,7 @@ local cli = require "cuda.cli"
 local bench = require "cuda.bench"
 local overlap = require "cuda.overlap"
 local results = require "cuda.results"
+local report = require "cuda.overlap_report"
 
 local SCALE, RTOL, ATOL = 2.5, 1e-4, 1e-4
 
@@ -20,6 +21,8 @@ local function parse_args()
   parser:option("--warmup", "Untimed runs before timing.", "3"):convert(cli.positive_integer)
   bench.add_timing_options(parser)
   cli.device_option(parser)
+  parser:option("--devices", "Run the streamed schedules on each GPU listed (0,1,...) alone and all at once.")
+    :convert(require("cuda.bandwidth").parse_devices)
   parser:option("--pinned", "Host memory: legacy (cuMemHostAlloc) or pool.", "legacy"):choices{"legacy", "pool"}
   parser:option("--seed", "Seed for the input data (default: fresh)."):convert(cli.positive_integer)
   parser:flag("--graph", "Capture each streamed pipeline once as a CUDA graph and replay it.")
@@ -31,15 +34,19 @@ local function parse_args()
   parser:flag("--timeline", "Draw a terminal Gantt chart of one pipelined run.")
   parser:option("--svg", "Draw the --timeline Gantt chart to FILE as SVG."):argname("FILE")
   parser:flag("--quiet", "Print only the results.")
-  return cli.parse(parser, arg)
+  local args = cli.parse(parser, arg)
+  for _, o in ipairs{"auto", "graph", "reference", "trace", "timeline", "svg"} do
+    if args.devices and args[o] then io.stderr:write(("streaming_overlap: --devices does not go with --%s\n"):format(o)) os.exit(2) end
+  end
+  return args
 end
 
 -- The device, the kernel, and a pipeline with streams enough for every
 -- schedule asked for (the search needs 16).
-local function open_pipeline(args, say)
-  local dev = cuda.Device(args.device)
+local function open_pipeline(args, say, id, banner)
+  local dev = cuda.Device(id)
   dev:set_current()
-  say(("="):rep(60) .. "\nStreaming Copy + Compute Overlap\n" .. ("="):rep(60))
+  if banner then say(("="):rep(60) .. "\nStreaming Copy + Compute Overlap\n" .. ("="):rep(60)) end
   print("Device: " .. dev.name .. "\nCompute Capability: " .. tostring(dev.compute_capability))
   local kernel = require("cuda.kernels").load(dev, "vector_scale.cu", "vector_scale")
   say("Kernel compiled \u{2713}")
@@ -66,36 +73,13 @@ local function make_input(p, seed)
   return {seed = seed, reference = ref}
 end
 
-local function verification_line(v)
-  local failed = ("FAILED (element %s, max abs error %g)"):format(tostring(v.first_bad_index), v.max_abs_err)
-  return "Verification: " .. (v.passed and "PASSED" or failed)
-end
-
--- A configuration's figures. base holds the limit and, once measured, the
--- sequential time the speedup is over; extra: streams, tried, kind.
-local function result(name, stats, v, base, extra)
-  extra = extra or {}
-  return {
-    name = name, median_ms = stats.median, std_ms = stats.std, min_ms = stats.min, max_ms = stats.max,
-    runs = stats.n, samples = stats.raw, efficiency = base.limit / stats.median,
-    speedup = base.sequential_ms and base.sequential_ms / stats.median or 1,
-    verified = v.passed, max_abs_err = math.abs(v.max_abs_err) < math.huge and v.max_abs_err or nil,
-    streams = extra.streams, tried = extra.tried, kind = extra.kind,
-  }
-end
-
-local function streamed_line(r)
-  return ("%s: %.2f ms (\u{b1}%.2f) - speedup: %.2fx  efficiency: %.0f%%"):format(r.name, r.median_ms, r.std_ms,
-    r.speedup, 100 * r.efficiency)
-end
-
 local function run_sequential(p, input, limits, say)
   say("--- Sequential (no overlap) ---")
   local stats, fn = p:measure(p:bind(overlap.schedule(p.n, {kind = "sequential"})))
   local v = p:verify(fn, input.reference, RTOL, ATOL)
-  local r = result("sequential", stats, v, {limit = limits.limit})
+  local r = report.result("sequential", stats, v, {limit = limits.limit})
   print(("Time: %.2f ms (\u{b1}%.2f)  efficiency: %.0f%%"):format(r.median_ms, r.std_ms, 100 * r.efficiency))
-  print(verification_line(v))
+  print(report.verification_line(v))
   say()
   return r
 end
@@ -108,25 +92,13 @@ local function run_streamed(p, input, base, args, say)
     local sched = p:bind(overlap.schedule(p.n, {kind = "streams", chunks = k}))
     local stats, fn, graph <close> = p:measure(sched, {graph = args.graph})
     local v = p:verify(fn, input.reference, RTOL, ATOL)
-    local r = result(sched.name, stats, v, base, {streams = k})
-    print(streamed_line(r))
-    print(verification_line(v))
+    local r = report.result(sched.name, stats, v, base, {streams = k})
+    print(report.streamed_line(r))
+    print(report.verification_line(v))
     runs[#runs + 1] = {sched = sched, result = r}
   end
   say()
   return runs
-end
-
-local function print_limits(limits, say)
-  local function ms(st) return ("%.3f ms"):format(st.median) end
-  say("--- Limits (measured) ---")
-  print(("H2D alone:           %s (%.1f GB/s)"):format(ms(limits.h2d), limits.h2d_gbps))
-  print(("D2H alone:           %s (%.1f GB/s)"):format(ms(limits.d2h), limits.d2h_gbps))
-  print(("H2D + D2H together:  %s"):format(ms(limits.both)))
-  print(("H2D as 32 copies:    %s (each copy costs %.1f us more)"):format(ms(limits.h2d_pieces), limits.copy_cost_us))
-  print(("Kernel alone:        %s"):format(ms(limits.kernel)))
-  print(("Limit:               %.3f ms = max(H2D, D2H, kernel); no schedule can beat it"):format(limits.limit))
-  say()
 end
 
 -- Times sched's copies alone and checks the copies out: the device still
@@ -140,7 +112,7 @@ local function run_copies_alone(p, input, sched, base, schedule_ms)
   print(("Its copies alone (%d each way, all at once, no kernel, no waits): %.2f ms = %.0f%% of the limit;")
         :format(r.chunks, r.median_ms, 100 * r.efficiency))
   print(("  the schedule takes %.3fx as long as its copies alone"):format(schedule_ms / r.median_ms))
-  print(verification_line(v))
+  print(report.verification_line(v))
   return r
 end
 
@@ -152,9 +124,9 @@ local function run_auto(p, input, base, args)
                                    progress = cli.progress(#list, "searching schedules")})
   local function settle(f, label)
     local v = p:verify(f.fn, input.reference, RTOL, ATOL)
-    local r = result(f.sched.name, f.stats, v, base, {tried = f.tried, kind = f.sched.kind})
-    print(("%s (--auto, %d tried): %s"):format(label, f.tried, streamed_line(r)))
-    print(verification_line(v))
+    local r = report.result(f.sched.name, f.stats, v, base, {tried = f.tried, kind = f.sched.kind})
+    print(("%s (--auto, %d tried): %s"):format(label, f.tried, report.streamed_line(r)))
+    print(report.verification_line(v))
     return {sched = f.sched, result = r}
   end
   local engines = settle(found.copy_engines, "Best copy-engine schedule")
@@ -164,17 +136,6 @@ local function run_auto(p, input, base, args)
   for _, f in ipairs{found.copy_engines, found.best} do if f.graph then f.graph:close() end end
   return {candidates = found.measured, copy_engines = engines.result, copies_alone = copies, best = best.result},
          {engines, best}
-end
-
--- The fastest {sched, result} of the lists given, the first on a tie.
-local function fastest(...)
-  local best
-  for _, runs in ipairs{...} do
-    for _, run in ipairs(runs) do
-      if not best or run.result.median_ms < best.result.median_ms then best = run end
-    end
-  end
-  return best
 end
 
 local function draw_timeline(p, sched, args, say)
@@ -240,28 +201,53 @@ local function compare_with_reference(args, p, limits, results, auto, engines, s
   return out
 end
 
-local function limits_report(limits, sequential)
-  return {h2d_ms = limits.h2d.median, d2h_ms = limits.d2h.median, both_ms = limits.both.median,
-          kernel_ms = limits.kernel.median, limit_ms = limits.limit, h2d_32_copies_ms = limits.h2d_pieces.median,
-          copy_cost_us = limits.copy_cost_us, h2d_gbps = limits.h2d_gbps, d2h_gbps = limits.d2h_gbps,
-          sequential_vs_sum = sequential.median_ms / (limits.h2d.median + limits.kernel.median + limits.d2h.median)}
-end
-
--- The envelope's results, every sample of each: the configurations, the limits, the --auto winners.
-local function collect(run, configurations, limits, auto)
-  for _, r in ipairs(configurations) do run:add(r.name, "ms", r.samples, r).group = "configuration" end
-  for _, l in ipairs{{"H2D alone", "h2d"}, {"D2H alone", "d2h"}, {"H2D + D2H together", "both"},
-                     {"H2D as 32 copies", "h2d_pieces"}, {"Kernel alone", "kernel"}} do
-    run:add(l[1], "ms", limits[l[2]].raw, {group = "limit"})
+-- --devices: each --streams schedule on every GPU listed, alone and all at once (overlap.time_together),
+-- against each GPU's limits measured alone and together; every GPU's output verified.
+local function run_devices(args)
+  local say, list, gpus = args.quiet and function() end or print, {}, {}
+  for i, id in ipairs(args.devices) do
+    list[i] = open_pipeline(args, say, id, i == 1)
+    gpus[i] = {id = id, name = list[i].dev.name}
   end
-  local winners = auto and {"copy_engines", "copies_alone", "best"} or {}
-  for _, k in ipairs(winners) do run:add("auto " .. k, "ms", auto[k].samples, auto[k]).group = "auto" end
+  local input, n, bytes = make_input(list[1], args.seed), list[1].n, list[1].bytes
+  for i = 2, #list do list[i].buffers.h_in:copy_from(list[1].buffers.h_in) end
+  print(("Problem size: %s elements (%s) on each of %d GPUs"):format(cli.format_int(n), cli.format_bytes(bytes), #list))
+  local alone, together = {}, overlap.limits_together(list)
+  for i, p in ipairs(list) do alone[i] = p:limits() end
+  say("\n--- Limits: each GPU alone / all GPUs at once (together) ---")
+  print(table.concat(report.device_limit_lines(gpus, alone, together), "\n"))
+  local run = results.new("streaming_overlap", {device = list[1].dev, argv = arg})
+  local details = {devices = gpus, elements = n, seed = input.seed, schedules = {}, limits = {alone = {}, together = {}}}
+  for i = 1, #list do
+    details.limits.alone[i], details.limits.together[i] = report.limits_report(alone[i]), report.limits_report(together[i])
+  end
+  for _, k in ipairs(args.streams) do
+    local by, rows = {}, {}
+    for _, p in ipairs(list) do by[p] = p:bind(overlap.schedule(n, {kind = "streams", chunks = k})) end
+    local name = by[list[1]].name
+    local stats = overlap.time_together(list, function(p) p:issue(by[p]) end, name)
+    for i, p in ipairs(list) do
+      local a, fn = p:measure(by[p])
+      local v = p:verify(fn, input.reference, RTOL, ATOL)
+      rows[i] = {id = gpus[i].id, name = gpus[i].name, alone_ms = a.median, together_ms = stats[i].median,
+                 limit_ms = together[i].limit, verified = v.passed}
+      run:add(("%s GPU %d alone"):format(name, gpus[i].id), "ms", a.raw, {verified = v.passed})
+      run:add(("%s GPU %d together"):format(name, gpus[i].id), "ms", stats[i].raw, {verified = v.passed})
+    end
+    say(("\n--- %s on %d GPUs: alone (each by itself) and together (all at once) ---"):format(name, #list))
+    local lines, aggregate = report.device_lines(rows, bytes)
+    print(table.concat(lines, "\n"))
+    details.schedules[#details.schedules + 1] = {name = name, gpus = rows, aggregate = aggregate}
+  end
+  for i, p in ipairs(list) do for _, w in ipairs(p.warnings) do print(("Warning: GPU %d: %s"):format(gpus[i].id, w)) end end
+  run:finish(args, run:verified(), details)
+  if not run:verified() then fail("verification FAILED") end
 end
 
 local function main(args)
   local wall0 = cuda.clock()
   local say = args.quiet and function() end or print
-  local p = open_pipeline(args, say)
+  local p = open_pipeline(args, say, args.device, true)
   local input = make_input(p, args.seed)
   print(("Problem size: %s elements (%s)"):format(cli.format_int(p.n), cli.format_bytes(p.bytes)))
   say(("Input: uniform in [0, 100), seed %d; host memory: %s pinned"):format(input.seed, args.pinned))
@@ -270,12 +256,14 @@ local function main(args)
   local sequential = run_sequential(p, input, limits, say)
   local base = {limit = limits.limit, sequential_ms = sequential.median_ms}
   local streamed = run_streamed(p, input, base, args, say)
-  print_limits(limits, say)
+  say("--- Limits (measured) ---")
+  print(table.concat(report.limit_lines(limits), "\n"))
+  say()
   local auto, winners = nil, {}
   if args.auto then auto, winners = run_auto(p, input, base, args) end
   local configs = {sequential}
   for _, run in ipairs(streamed) do configs[#configs + 1] = run.result end
-  local best = fastest(streamed, winners)
+  local best = report.fastest(streamed, winners)
   if best and (args.timeline or args.trace or args.svg) then draw_timeline(p, best.sched, args, say) end
   local reference = args.reference and compare_with_reference(args, p, limits, configs, auto, winners[1], say)
   for _, warning in ipairs(p.warnings) do print("Warning: " .. warning) end
@@ -286,15 +274,16 @@ local function main(args)
   say("Note: efficiency = limit / time; the limit is the slowest of H2D alone, D2H alone")
   say("     and the kernel alone, measured above. H2D and D2H share the PCIe link, so")
   say("     copying both ways at once is slower than either alone.")
-  local report = {device = p.dev.name, elements = p.n, bytes = p.bytes, seed = input.seed, pinned = args.pinned,
-                  graph = args.graph or false, runs = args.runs, limits = limits_report(limits, sequential), auto = auto,
+  local details = {device = p.dev.name, elements = p.n, bytes = p.bytes, seed = input.seed, pinned = args.pinned,
+                  graph = args.graph or false, runs = args.runs, limits = report.limits_report(limits, sequential), auto = auto,
                   precision = args.precision, max_time = args.precision > 0 and args.max_time or nil, timing_warnings = p.warnings,
                   reference = reference, wall_s = cuda.clock() - wall0, peak_rss_mb = results.peak_rss_mb()}
-  say(("Wall time: %.2f s, peak RSS: %.0f MB"):format(report.wall_s, report.peak_rss_mb))
+  say(("Wall time: %.2f s, peak RSS: %.0f MB"):format(details.wall_s, details.peak_rss_mb))
   local run = results.new("streaming_overlap", {device = p.dev, argv = arg, columns = {"group", "speedup", "efficiency"}})
-  collect(run, configs, limits, auto)
-  run:finish(args, run:verified(), report)
+  report.collect(run, configs, limits, auto)
+  run:finish(args, run:verified(), details)
   if not run:verified() then fail("verification FAILED") end
 end
 
-main(parse_args())
+local args = parse_args()
+if args.devices then run_devices(args) else main(args) end

@@ -179,7 +179,7 @@ t.like(out, "Every copy verified%.", "the sweep verified")
 t.like(out, "Best chunk count: %d+", "the prediction is printed")
 t.like(t.read_file(dir .. "/args") or "", "%-%-sizes\n4096,65536\n", "the reference gets the sizes")
 local report = require("cuda.json").decode(t.read_file(tmp) or "null")
-local rows = report and report.reference and report.reference.rows or {}
+local rows = report and report.details and report.details.reference and report.details.reference.rows or {}
 local row = rows[1]
 t.ok(#rows == 8 and row.c_us == 10 and math.abs(row.ratio - row.cudalua_us / 10) < 1e-9,
   "JSON: every path and size against C")

@@ -21,6 +21,14 @@
 -- host's few microseconds of issuing the copy are timed too -- nothing at
 -- 1 ms, 13% of a 34 us device-to-device copy. bench/bandwidth_ref times
 -- its copies the same way.
+--
+-- The peer matrix (peer_matrix) times copies between the GPUs of one host
+-- at one size: GPU x GPU, read and write, one way and both ways at once,
+-- through the copy engines and through the SM copy kernel over peer
+-- mappings. A copy engine moves data between any two devices (through
+-- the host where peer access is missing); an SM kernel needs peer access,
+-- granted on each device's own pool. On one GPU the matrix is 1x1: a
+-- device-to-device copy on that GPU. NVLink multicast is never used.
 local cuda = require "cuda"
 local bench = require "cuda.bench"
 
@@ -196,6 +204,20 @@ end
 
 -- --- formatting ---------------------------------------------------------------------
 
+-- A point's GB/s in width characters, '!' after it when its copies failed
+-- their check; a dash without a point.
+local function figure(p, width, decimals)
+  if not p or not p.gbps then return ("%" .. width .. "s"):format(p and p.skipped and "n/a" or "-") end
+  return ("%" .. (width - 1) .. "." .. decimals .. "f%s"):format(p.gbps, p.verified and " " or "!")
+end
+
+-- Each timed copy's rate in GB/s.
+function M.rates(p)
+  local rates = {}
+  for i, ms in ipairs(p.samples_ms or {}) do rates[i] = p.bytes / ms / 1e6 end
+  return rates
+end
+
 -- The sweep as a table: one row a size, one column a series, GB/s at the
 -- median ('!' after a figure whose copies failed their check).
 function M.format_table(sweep)
@@ -205,8 +227,7 @@ function M.format_table(sweep)
   for i, bytes in ipairs(sweep.sizes) do
     local row = {("%10d"):format(bytes)}
     for _, s in ipairs(sweep.series) do
-      local p = s.points[i]
-      row[#row + 1] = p and ("%20.2f%s"):format(p.gbps, p.verified and " " or "!") or ("%21s"):format("-")
+      row[#row + 1] = figure(s.points[i], 21, 2)
     end
     lines[#lines + 1] = table.concat(row, " ")
   end
@@ -239,6 +260,126 @@ function M.find(sweep, path, resource, engine)
   for _, s in ipairs(sweep.series) do
     if s.path == path and s.resource == resource and s.engine == engine then return s end
   end
+end
+
+-- --- the peer matrix: plain values ------------------------------------------------
+
+M.MATRIX_BYTES = 64 << 20
+M.DIRECTIONS = {"read", "write"}
+M.HOST_PATHS = {"h2d", "d2h", "both"}
+
+-- "0,1,3" -> {0, 1, 3}: device ids, each once; or nil and why.
+function M.parse_devices(text)
+  local seen = {}
+  return comma_list(text, function(item)
+    local id = item:match("^%d+$") and math.tointeger(tonumber(item))
+    if not id then return nil, ("'%s' is not a device id (0, 1, ...)"):format(item) end
+    if seen[id] then return nil, ("device %d is listed twice"):format(id) end
+    seen[id] = true
+    return id
+  end)
+end
+
+-- The matrices a peer run measures, for each engine: read and write, one
+-- way and both ways at once. {engine, direction, bidirectional, name} each.
+function M.matrix_modes(engines)
+  local modes = {}
+  for _, engine in ipairs(engines) do
+    for _, bidirectional in ipairs{false, true} do
+      for _, direction in ipairs(M.DIRECTIONS) do
+        modes[#modes + 1] = {engine = engine, direction = direction, bidirectional = bidirectional,
+                             name = ("%s %s%s"):format(engine, direction, bidirectional and " both ways" or "")}
+      end
+    end
+  end
+  return modes
+end
+
+-- The copies of the cell at row r, column c (matrix positions): the GPU of
+-- row r runs the copy and column c is its peer. Read: r pulls from c
+-- (c -> r); write: r pushes to c (r -> c). Both ways: c runs the opposite
+-- copy at the same time. Each copy is {from, to, runner}; the diagonal
+-- copies within one GPU.
+function M.cell_copies(mode, r, c)
+  local from, to = c, r
+  if mode.direction == "write" then from, to = r, c end
+  local list = {{from = from, to = to, runner = r}}
+  if mode.bidirectional then list[2] = {from = to, to = from, runner = c} end
+  return list
+end
+
+-- An empty matrix: devices ({id, name} each), modes, the bytes a copy;
+-- cells[mode name][row][column] and host[row][path] take the points.
+function M.new_matrix(devices, modes, bytes)
+  local matrix = {devices = devices, modes = modes, bytes = bytes, cells = {}, host = {}}
+  for _, mode in ipairs(modes) do
+    local rows = {}
+    for r = 1, #devices do rows[r] = {} end
+    matrix.cells[mode.name] = rows
+  end
+  for r = 1, #devices do matrix.host[r] = {} end
+  return matrix
+end
+
+-- Every point of a matrix with its result name, in order: {name, point}.
+function M.matrix_points(matrix)
+  local list, devices = {}, matrix.devices
+  for _, mode in ipairs(matrix.modes) do
+    for r, row in ipairs(devices) do
+      for c, col in ipairs(devices) do
+        local p = matrix.cells[mode.name][r][c]
+        if p and p.gbps then list[#list + 1] = {("%s GPU %d peer GPU %d"):format(mode.name, row.id, col.id), p} end
+      end
+    end
+  end
+  for r, row in ipairs(devices) do
+    for _, path in ipairs(M.HOST_PATHS) do
+      local p = matrix.host[r][path]
+      if p then list[#list + 1] = {("%s pinned GPU %d"):format(path, row.id), p} end
+    end
+  end
+  return list
+end
+
+-- The copies of a matrix whose check failed.
+function M.matrix_failures(matrix)
+  local failures = 0
+  for _, item in ipairs(M.matrix_points(matrix)) do
+    if item[2].gbps and not item[2].verified then failures = failures + 1 end
+  end
+  return failures
+end
+
+-- A table of GB/s: a row per label of rows, a column per label of columns,
+-- cell(r, c) the point there.
+local function grid(rows, columns, cell)
+  local header = {("%-8s"):format("")}
+  for _, label in ipairs(columns) do header[#header + 1] = ("%11s"):format(label) end
+  local lines = {table.concat(header)}
+  for r, label in ipairs(rows) do
+    local line = {("%-8s"):format(label)}
+    for c = 1, #columns do line[#line + 1] = " " .. figure(cell(r, c), 10, 1) end
+    lines[#lines + 1] = table.concat(line)
+  end
+  return table.concat(lines, "\n")
+end
+
+local function gpu_labels(matrix)
+  local labels = {}
+  for i, d in ipairs(matrix.devices) do labels[i] = "GPU " .. d.id end
+  return labels
+end
+
+-- One mode of a matrix: a row per GPU that runs the copies, a column per
+-- peer, GB/s each direction ('!' a failed check, n/a not possible).
+function M.format_matrix(matrix, mode)
+  local cells = matrix.cells[mode.name]
+  return grid(gpu_labels(matrix), gpu_labels(matrix), function(r, c) return cells[r][c] end)
+end
+
+-- Each GPU's copies with pinned host memory: H2D, D2H, both at once.
+function M.format_host(matrix)
+  return grid(gpu_labels(matrix), M.HOST_PATHS, function(r, c) return matrix.host[r][M.HOST_PATHS[c]] end)
 end
 
 -- --- recording (needs a GPU) -------------------------------------------------------
@@ -276,13 +417,20 @@ end
 -- The engines: move(src, dst, stream) for a copy of bytes.
 local ENGINE = {
   copy = function() return function(src, dst, s) dst:copy_from(src, s) end end,
+  -- kernel: the copy kernel of the stream's device (a module is per device).
   sm = function(ctx, bytes)
     local vectors = math.max(1, bytes // 16)
     local grid = math.min((vectors + M.BLOCK - 1) // M.BLOCK, ctx.max_blocks)
     local config, count = cuda.LaunchConfig{grid = grid, block = M.BLOCK}, cuda.u64(bytes)
-    return function(src, dst, s) cuda.launch(s, config, ctx.copy_kernel, src, dst, count) end
+    return function(src, dst, s, kernel) cuda.launch(s, config, kernel, src, dst, count) end
   end,
 }
+
+-- A leg is one copy of a measurement: src and dst buffers of the largest
+-- size, the stream that issues it (the first leg's is the timed stream),
+-- the event that joins it back, the copy kernel of that stream's device,
+-- and streams of src's and dst's devices (src_home, dst_home) that fill
+-- and read back their buffers: a stream of a third device cannot.
 
 -- The copies of a path: {src, dst} buffers of the largest size ("both":
 -- one copy each way, the second on its own stream).
@@ -297,7 +445,9 @@ local function path_legs(ctx, series, top)
     d2d = function() return {leg(dev, dev)} end,
   }
   local list = legs[series.path]()
-  for i, l in ipairs(list) do l.stream = ctx.streams[i] end
+  for i, l in ipairs(list) do
+    l.stream, l.join, l.kernel, l.src_home, l.dst_home = ctx.streams[i], ctx.joins[i], ctx.copy_kernel, s, s
+  end
   return list
 end
 
@@ -310,11 +460,11 @@ local function legs_correct(ctx, legs, bytes)
     local got = l.dst:slice(0, bytes)
     if not got.is_host_accessible then
       local check = ctx.check:slice(0, bytes)
-      check:fill(0, ctx.streams[1])
-      check:copy_from(got, ctx.streams[1])
+      check:fill(0, l.dst_home)
+      check:copy_from(got, l.dst_home)
       got = check
     end
-    ctx.streams[1]:sync()
+    l.dst_home:sync()
     ok = ok and got:view("uint32"):allclose(want, 0, 0)
   end
   return ok
@@ -324,12 +474,13 @@ end
 -- forked from the start event and joined back before the stop event.
 local function issuer(ctx, legs, move, bytes)
   local slices = {}
-  for i, l in ipairs(legs) do slices[i] = {l.src:slice(0, bytes), l.dst:slice(0, bytes), l.stream} end
+  for i, l in ipairs(legs) do slices[i] = {l.src:slice(0, bytes), l.dst:slice(0, bytes), l} end
   return function(main)
     for i, sl in ipairs(slices) do
-      if i > 1 then sl[3]:wait(ctx.start) end
-      move(sl[1], sl[2], sl[3])
-      if i > 1 then sl[3]:record(ctx.joins[i]); main:wait(ctx.joins[i]) end
+      local l = sl[3]
+      if i > 1 then l.stream:wait(ctx.start) end
+      move(sl[1], sl[2], l.stream, l.kernel)
+      if i > 1 then l.stream:record(l.join); main:wait(l.join) end
     end
   end
 end
@@ -339,24 +490,33 @@ end
 local function measure_size(ctx, series, legs, bytes, seed)
   local main = ctx.streams[1]
   ctx.expect:slice(0, bytes):view("uint32"):random(0, 2^32, seed)
-  for _, l in ipairs(legs) do l.src:slice(0, bytes):copy_from(ctx.expect:slice(0, bytes), main) end
-  main:sync()
+  for _, l in ipairs(legs) do
+    l.src:slice(0, bytes):copy_from(ctx.expect:slice(0, bytes), l.src_home)
+    l.src_home:sync()
+  end
   local verified = true
   local stats = M.time(main, issuer(ctx, legs, ENGINE[series.engine](ctx, bytes), bytes), {
     runs = ctx.runs, warmup = ctx.warmup, events = {ctx.start, ctx.stop}, head_start = ctx.head_start,
-    prepare = function(s) for _, l in ipairs(legs) do l.dst:slice(0, bytes):fill(M.POISON, s) end end,
+    -- Destinations poisoned by their own device, ahead of the timed stream.
+    prepare = function(s)
+      for _, l in ipairs(legs) do
+        l.dst:slice(0, bytes):fill(M.POISON, l.dst_home)
+        if l.dst_home ~= s then s:wait(l.dst_home) end
+      end
+    end,
     check = function() verified = legs_correct(ctx, legs, bytes) and verified end,
   })
   return {bytes = bytes, ms = stats.median, min_ms = stats.min, max_ms = stats.max, samples_ms = stats.raw,
           gbps = bytes / stats.median / 1e6, verified = verified}
 end
 
-local function close_legs(ctx, legs)
+local function close_legs(legs)
   for _, l in ipairs(legs) do
-    l.src:close(ctx.streams[1])
-    l.dst:close(ctx.streams[1])
+    l.src:close(l.src_home)
+    l.dst:close(l.dst_home)
+    l.src_home:sync()
+    l.dst_home:sync()
   end
-  ctx.streams[1]:sync()
 end
 
 -- Why the series cannot run on this machine, or nil.
@@ -378,7 +538,7 @@ local function measure_series(ctx, series, sizes, top)
       if ctx.progress then ctx.progress:step(1) end
     end
   end
-  close_legs(ctx, legs)
+  close_legs(legs)
   return series
 end
 
@@ -424,6 +584,114 @@ function M.sweep(dev, opts)
   if ctx.head_start then ctx.head_start:close(ctx.streams[1]) end
   ctx.streams[1]:sync()
   return M.fit_all({sizes = sizes, series = list, failures = failures, seed = ctx.seed})
+end
+
+-- --- the peer matrix: recording (needs a GPU) ------------------------------------------
+
+-- One device of a peer run: the context a measurement needs, an explicit
+-- pool (so peer grants leave the default pool alone) and two slots of
+-- buffers, {src, dst} each: a bidirectional cell's two copies use one each.
+local function open_node(dev, opts, bytes, engines)
+  dev:set_current()
+  local node = open_context(dev, opts, bytes)
+  node.pool = cuda.DeviceMemoryResource(dev)
+  node.slots = {}
+  for slot = 1, 2 do
+    node.slots[slot] = {src = node.pool:allocate(bytes, node.streams[1]), dst = node.pool:allocate(bytes, node.streams[1])}
+  end
+  for _, engine in ipairs(engines) do
+    if engine == "sm" and not node.copy_kernel then
+      node.copy_kernel = require("cuda.kernels").load(dev, "copy.cu", "copy_bytes")
+    end
+  end
+  node.streams[1]:sync()
+  return node
+end
+
+-- Each pool grants access to every other device whose kernels can use it.
+local function grant_peers(nodes)
+  for _, owner in ipairs(nodes) do
+    local users = {}
+    for _, user in ipairs(nodes) do
+      if user ~= owner and user.dev:can_access_peer(owner.dev) then users[#users + 1] = user.dev end
+    end
+    owner.pool.peer_accessible_by = users
+  end
+end
+
+local function close_node(node)
+  local s = node.streams[1]
+  for _, slot in ipairs(node.slots) do
+    slot.src:close(s)
+    slot.dst:close(s)
+  end
+  if node.head_start then node.head_start:close(s) end
+  s:sync()
+  node.pool.peer_accessible_by = {}
+  node.pool:close()
+end
+
+-- The legs of a cell, or nil and why it cannot run: an SM copy needs its
+-- GPU to reach both buffers.
+local function cell_legs(nodes, mode, r, c)
+  local legs = {}
+  for i, copy in ipairs(M.cell_copies(mode, r, c)) do
+    local from, to, runner = nodes[copy.from], nodes[copy.to], nodes[copy.runner]
+    for _, other in ipairs{from, to} do
+      if mode.engine == "sm" and not runner.dev:can_access_peer(other.dev) then
+        return nil, ("GPU %d has no peer access to GPU %d"):format(runner.dev.id, other.dev.id)
+      end
+    end
+    legs[i] = {src = from.slots[i].src, dst = to.slots[i].dst, stream = runner.streams[i], join = runner.joins[i],
+               kernel = runner.copy_kernel, src_home = from.streams[1], dst_home = to.streams[1]}
+  end
+  return legs
+end
+
+-- Each GPU's copies with pinned host memory at the matrix's size: the sweep at one size.
+local function host_rates(node, opts, bytes)
+  node.dev:set_current()   -- the sweep's pinned resources are the current device's
+  local sweep = M.sweep(node.dev, {sizes = {bytes}, paths = M.HOST_PATHS, resources = {"pinned"}, engines = {"copy"},
+                                   runs = opts.runs, warmup = opts.warmup, seed = node.seed})
+  local row = {}
+  for _, s in ipairs(sweep.series) do row[s.path] = s.points[1] end
+  return row
+end
+
+-- Measures the peer matrix of devices (a list of cuda.Device) at opts.bytes
+-- (default M.MATRIX_BYTES) per copy: every mode of opts.engines (default
+-- both), opts.runs timed copies after opts.warmup, each into a poisoned
+-- destination and checked; then each GPU's host copies at the same size.
+-- opts.progress steps once a cell and once a GPU's host copies. Returns
+-- the matrix (new_matrix) with its failures counted.
+function M.peer_matrix(devices, opts)
+  opts = opts or {}
+  local bytes, engines = opts.bytes or M.MATRIX_BYTES, opts.engines or M.ENGINES
+  local seed = opts.seed or (os.time() ~ math.floor(cuda.clock() * 1e6)) % 2^31
+  local node_opts = setmetatable({seed = seed}, {__index = opts})
+  local nodes, list = {}, {}
+  for i, dev in ipairs(devices) do
+    nodes[i], list[i] = open_node(dev, node_opts, bytes, engines), {id = dev.id, name = dev.name}
+  end
+  grant_peers(nodes)
+  local matrix = M.new_matrix(list, M.matrix_modes(engines), bytes)
+  for m, mode in ipairs(matrix.modes) do
+    for r = 1, #nodes do
+      for c = 1, #nodes do
+        local legs, why = cell_legs(nodes, mode, r, c)
+        matrix.cells[mode.name][r][c] = legs and measure_size(nodes[r], mode, legs, bytes, seed + m * 4096 + r * 64 + c)
+                                        or {skipped = why}
+        if opts.progress then opts.progress:step(1) end
+      end
+    end
+  end
+  for r, node in ipairs(nodes) do
+    matrix.host[r] = host_rates(node, opts, bytes)
+    if opts.progress then opts.progress:step(1) end
+  end
+  for _, node in ipairs(nodes) do close_node(node) end
+  matrix.failures, matrix.seed = M.matrix_failures(matrix), seed
+  return matrix
 end
 
 return M

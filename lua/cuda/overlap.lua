@@ -433,26 +433,123 @@ function Pipeline:verify(fn, expected, rtol, atol)
   return {passed = ok, max_abs_err = max_err, first_bad_index = first_bad}
 end
 
--- What no schedule can beat, measured: the whole array's copy in (h2d),
--- copy out (d2h), kernel, both copies at once, and the copy in as 32
--- copies (h2d_pieces) -- bench.stats each; copy_cost_us, what each copy
--- costs on top; limit = max(h2d, d2h, kernel) medians; h2d_gbps, d2h_gbps.
+-- What no schedule can beat: the whole array's copy in (h2d), copy out
+-- (d2h), kernel, both copies at once, and the copy in as 32 copies
+-- (h2d_pieces). Each is {key, what, issue(p)}.
+local PIECES = 32
+local LIMIT_OPS = {
+  {"h2d", "H2D alone", function(p) copy_in(p, p.whole, p.main) end},
+  {"d2h", "D2H alone", function(p) copy_out(p, p.whole, p.main) end},
+  {"kernel", "kernel alone", function(p) compute(p, p.whole, p.main) end},
+  {"both", "H2D + D2H together", function(p)
+    p.both = p.both or p:bind(M.copies({chunks = {p.whole}}, 1))
+    p:issue(p.both)
+  end},
+  {"h2d_pieces", "H2D as 32 copies", function(p)
+    p.pieces = p.pieces or bind_chunks(p, M.split(p.n, M.weights(PIECES, 0)))
+    for i = 1, #p.pieces do copy_in(p, p.pieces[i], p.main) end
+  end},
+}
+
+-- The limits from each op's bench.stats (by key): copy_cost_us, what each
+-- copy costs on top; limit = max(h2d, d2h, kernel) medians; h2d_gbps, d2h_gbps.
+local function derive_limits(bytes, l)
+  l.copy_cost_us = (l.h2d_pieces.median - l.h2d.median) / (PIECES - 1) * 1000
+  l.limit = math.max(l.h2d.median, l.d2h.median, l.kernel.median)
+  l.h2d_gbps, l.d2h_gbps = bytes / l.h2d.median / 1e6, bytes / l.d2h.median / 1e6
+  return l
+end
+
+-- What no schedule can beat, measured (LIMIT_OPS): bench.stats of each,
+-- and the figures derive_limits gives.
 function Pipeline:limits()
   local range <close> = cuda.nvtx.range("limits")
-  local s, whole = self.main, self.whole
-  local h2d = self:time(function() copy_in(self, whole, s) end, nil, "H2D alone")
-  local d2h = self:time(function() copy_out(self, whole, s) end, nil, "D2H alone")
-  local kernel = self:time(function() compute(self, whole, s) end, nil, "kernel alone")
-  local both = self:bind(M.copies({chunks = {whole}}, 1))
-  local both_stats = self:time(function() self:issue(both) end, nil, "H2D + D2H together")
-  local pieces = bind_chunks(self, M.split(self.n, M.weights(32, 0)))
-  local h2d_pieces = self:time(function()
-    for i = 1, #pieces do copy_in(self, pieces[i], s) end
-  end, nil, "H2D as 32 copies")
-  return {h2d = h2d, d2h = d2h, kernel = kernel, both = both_stats, h2d_pieces = h2d_pieces,
-          copy_cost_us = (h2d_pieces.median - h2d.median) / (#pieces - 1) * 1000,
-          limit = math.max(h2d.median, d2h.median, kernel.median),
-          h2d_gbps = self.bytes / h2d.median / 1e6, d2h_gbps = self.bytes / d2h.median / 1e6}
+  local l = {}
+  for _, op in ipairs(LIMIT_OPS) do l[op[1]] = self:time(function() op[3](self) end, nil, op[2]) end
+  return derive_limits(self.bytes, l)
+end
+
+-- --- several GPUs at once ------------------------------------------------------------
+--
+-- One Lua state drives pipelines on several GPUs through their streams:
+-- run_together issues one run on every pipeline before it waits for any,
+-- and times each with its own events. Without a gate the first GPU would
+-- start while the host still issues the others' work, and the runs would
+-- overlap only partly: so every main stream first waits for a gate, an
+-- event recorded on the first GPU behind a memset long enough to cover the
+-- issuing (GATE_FILLS_PER_GPU fills of GATE_BYTES a GPU). A gate that
+-- opened before the last pipeline was issued is counted (late), so a
+-- figure "together" that was not quite together says so.
+
+M.GATE_BYTES = 64 << 20
+M.GATE_FILLS_PER_GPU = 8
+
+-- A gate on dev: {stream, buffer, event}.
+function M.gate(dev)
+  local stream = dev:create_stream()
+  local gate = {stream = stream, buffer = dev.memory_resource:allocate(M.GATE_BYTES, stream), event = dev:create_event()}
+  stream:sync()
+  return gate
+end
+
+-- One run of fn(p) on every pipeline of list at once, each between its own
+-- timing events; returns each pipeline's milliseconds and whether the gate
+-- (opts.gate, made when absent) opened before all of them were issued.
+function M.run_together(list, fn, opts)
+  local gate = opts and opts.gate or M.gate(list[1].dev)
+  for _ = 1, M.GATE_FILLS_PER_GPU * #list do gate.buffer:fill(0, gate.stream) end
+  gate.stream:record(gate.event)
+  for _, p in ipairs(list) do
+    p.main:wait(gate.event)
+    p.main:record(p.start_event)
+    fn(p)
+    p.main:record(p.stop_event)
+  end
+  local late = gate.event.is_done
+  local ms = {}
+  for i, p in ipairs(list) do
+    p.stop_event:sync()
+    ms[i] = p.stop_event - p.start_event
+  end
+  return ms, late
+end
+
+-- bench.stats of each pipeline's times over its warm-up and runs (the
+-- first pipeline's counts) of run_together(list, fn); the count of late
+-- gates is in the first stats' field late.
+function M.time_together(list, fn, what)
+  local gate, samples, late = M.gate(list[1].dev), {}, 0
+  local p1 = list[1]
+  for i = 1, #list do samples[i] = {} end
+  for run = 1, p1.warmup + p1.runs do
+    local ms, opened = M.run_together(list, fn, {gate = gate})
+    if run > p1.warmup then
+      for i, t in ipairs(ms) do table.insert(samples[i], t) end
+      if opened then late = late + 1 end
+    end
+  end
+  gate.buffer:close(gate.stream)
+  gate.stream:sync()
+  local stats = {}
+  for i = 1, #list do stats[i] = bench.stats(samples[i]) end
+  if late > 0 then
+    p1.warnings[#p1.warnings + 1] = ("%s: the gate opened before all GPUs were issued in %d of %d runs"):format(
+      what or "together", late, p1.runs)
+  end
+  return stats
+end
+
+-- The limits of every pipeline of list measured together: each op of
+-- LIMIT_OPS on every GPU at once. Returns one limits table a pipeline.
+function M.limits_together(list)
+  local range <close> = cuda.nvtx.range("limits together")
+  local limits = {}
+  for i = 1, #list do limits[i] = {} end
+  for _, op in ipairs(LIMIT_OPS) do
+    for i, stats in ipairs(M.time_together(list, op[3], op[2] .. ", all GPUs")) do limits[i][op[1]] = stats end
+  end
+  for i, p in ipairs(list) do derive_limits(p.bytes, limits[i]) end
+  return limits
 end
 
 -- --- the search --------------------------------------------------------------------
