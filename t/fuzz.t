@@ -24,6 +24,7 @@ local dev = cuda.Device(0)
 dev:set_current()
 local kernel = require("cuda.kernels").load(dev, "scale_and_bias.cu", "scale_and_bias")
 local pool = {}                     -- live objects, by kind
+local origin = setmetatable({}, {__mode = "k"})   -- for FUZZ_TRACE: where a stream or graph came from
 local function add(kind, obj) if obj ~= nil then pool[kind] = pool[kind] or {} table.insert(pool[kind], obj) end return obj end
 local function pick(kind)
   local list = pool[kind]
@@ -95,17 +96,19 @@ local actions = {
   function() local s = pick("stream"); if s then
       s:begin_capture()
       graph_buffer():fill(cuda.u8(1), s)
-      add("graph", s:end_capture()) end end,
-  function() local g, s = pick("graph"), pick("stream"); if g and s then g:launch(s); g:upload(s) end end,
+      local g = add("graph", s:end_capture()); origin[g] = "captured on " .. (origin[s] or "stream") end end,
+  function() local g, s = pick("graph"), pick("stream"); if g and s then
+      if os.getenv("FUZZ_TRACE") then io.stderr:write("  ", origin[g] or "?", " graph on ", origin[s] or "stream", "\n") end
+      g:launch(s); g:upload(s) end end,
   function() add("builder", cuda.Graph(dev)) end,
   function() local b = pick("builder"); if b then add("node", b:empty(pick("node"))) end end,
   function() local b = pick("builder"); if b then add("node", b:memset(pick("node"), graph_buffer(), math.random(0, 300))) end end,
   function() local b = pick("builder"); if b then add("node", b:record(nil, graph_event())) end end,
   function() local b, c = pick("builder"), pick("builder"); if b and c then add("node", b:child(nil, c)) end end,
   function() local b = pick("builder"); if b then local n, body = b:if_cond(nil, b:create_conditional_handle(math.random(0, 1))); add("node", n); add("builder", body) end end,
-  function() local b = pick("builder"); if b then add("graph", b:instantiate()) end end,
+  function() local b = pick("builder"); if b then origin[add("graph", b:instantiate())] = "built" end end,
   function() add("ctx", dev:create_context{resources = dev.resources.sm:split{count = math.random(1, 40), groups = 1}}) end,
-  function() local c = pick("ctx"); if c then add("stream", c:create_stream()) end end,
+  function() local c = pick("ctx"); if c then origin[add("stream", c:create_stream())] = "green stream" end end,
   function() local c = pick("ctx"); if c then return c.resources, c.handle end end,
   function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx"}; close(pick(kinds[math.random(#kinds)])) end,
   function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view"}
