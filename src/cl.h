@@ -77,6 +77,7 @@ typedef struct cl_Stream {
   int priority;
   int non_blocking;
   struct cl_GraphRefs *capture; /* the capture it records into (user value 3), or NULL */
+  void *green;                  /* its green context (context.c; user value 2), or NULL */
 } cl_Stream;
 
 typedef struct cl_Event {
@@ -506,6 +507,14 @@ void cl_graph_refs_release(lua_State *L, int hi);
 /* An executable of the builder at bi was closed: once the builder is closed
  * too and no executable of it is left, what its nodes use may go. */
 void cl_builder_exec_closed(lua_State *L, int bi);
+/* Green contexts and graphs (context.c): a graph captured on a stream of a
+ * green context is instantiated with that context current, launches only on
+ * that context's streams, and keeps the context from being destroyed until
+ * the graph is closed (ctx:close() then waits for its last graph). */
+void cl_green_activate(lua_State *L, void *green);
+int cl_green_is_closed(const void *green);
+void cl_green_graph_opened(void *green);
+void cl_green_graph_closed(void *green);
 /* The stream s at si is being closed (stream.c): an unfinished capture it
  * began releases what it captured. */
 void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si);

@@ -24,8 +24,9 @@ typedef struct SMResource {
 
 typedef struct Context {
   int closed;
-  CUgreenCtx green;
+  CUgreenCtx green;             /* NULL once destroyed */
   cl_Device *dev;
+  int graphs;                   /* graphs captured on its streams, not yet closed */
 } Context;                      /* user values: 1 the device, 2 its streams (weak) */
 
 /* --- SM resources ----------------------------------------------------------- */
@@ -206,6 +207,7 @@ static int context_create_stream(lua_State *L)
   lua_getiuservalue(L, 1, 1);
   cl_Stream *s = cl_push_new_stream(L, lua_gettop(L), 1, priority, 1);
   CL_TRY(L, cuGreenCtxStreamCreate, (&s->handle, c->green, CU_STREAM_NON_BLOCKING, priority));
+  s->green = c;
   s->closed = 0;
   lua_getiuservalue(L, 1, 2);   /* listed for close() */
   lua_pushvalue(L, -2);
@@ -213,6 +215,13 @@ static int context_create_stream(lua_State *L)
   lua_rawset(L, -3);
   lua_pop(L, 1);
   return 1;
+}
+
+static void destroy(Context *c)
+{
+  if (c->green)
+    CL_CALL(cuGreenCtxDestroy, (c->green));
+  c->green = NULL;
 }
 
 /* Close the streams of the context at index 1, then the green context. */
@@ -233,10 +242,40 @@ static int context_close(lua_State *L)
   c = luaL_checkudata(L, 1, CL_CONTEXT);
   if (!c->closed) {             /* a stream's __close cannot reach it, but be sure */
     c->closed = 1;
-    CL_CALL(cuGreenCtxDestroy, (c->green));
-    c->green = NULL;
+    if (c->graphs == 0)         /* else the last graph captured on it destroys it */
+      destroy(c);
   }
   return 0;
+}
+
+/* --- graphs captured on a green context's streams (graph.c) ------------------- */
+
+void cl_green_activate(lua_State *L, void *green)
+{
+  Context *c = green;
+  if (c->closed)
+    luaL_error(L, "the stream's green context is closed");
+  CUcontext ctx = NULL;
+  CL_TRY(L, cuCtxFromGreenCtx, (&ctx, c->green));
+  CL_TRY(L, cuCtxSetCurrent, (ctx));
+  cl_current_ctx = ctx;         /* so the next cl_device_activate switches back */
+}
+
+int cl_green_is_closed(const void *green)
+{
+  return ((const Context *)green)->closed;
+}
+
+void cl_green_graph_opened(void *green)
+{
+  ((Context *)green)->graphs++;
+}
+
+void cl_green_graph_closed(void *green)
+{
+  Context *c = green;
+  if (--c->graphs == 0 && c->closed)
+    destroy(c);
 }
 
 static int context_fields(lua_State *L)

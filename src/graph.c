@@ -24,7 +24,9 @@ typedef struct Graph {
   CUgraphExec exec;
   cl_Device *dev;
   int owns_graph;               /* captured: destroyed with the executable */
-} Graph;                        /* user values: 1 the device, 2 what its nodes use */
+  void *green;                  /* captured on a green context's stream: that context */
+} Graph;                        /* user values: 1 the device, 2 what its nodes use,
+                                 * 3 the green context */
 
 /* instantiate's options, as cuda.core's GraphCompleteOptions */
 static const char *const instantiate_options[] = {
@@ -231,7 +233,7 @@ void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, i
                         unsigned long long flags)
 {
   cl_Device *d = cl_check_device(L, devi);
-  Graph *g = lua_newuserdatauv(L, sizeof *g, 2);
+  Graph *g = lua_newuserdatauv(L, sizeof *g, 3);
   memset(g, 0, sizeof *g);
   g->closed = 1;  /* until the executable exists */
   luaL_setmetatable(L, CL_GRAPH);
@@ -272,7 +274,10 @@ static int stream_end_capture(lua_State *L)
     set_capture(L, s, 1, 0);
   } else
     refs = 0;
-  cl_device_activate(L, s->dev);
+  if (s->green)                 /* instantiated in the context it was captured in */
+    cl_green_activate(L, s->green);
+  else
+    cl_device_activate(L, s->dev);
   CUresult r = CL_CALL(cuStreamEndCapture, (s->handle, &graph));
   if (r != CUDA_SUCCESS) {
     if (refs)
@@ -280,6 +285,13 @@ static int stream_end_capture(lua_State *L)
     cl_raise(L, r, "cuStreamEndCapture");
   }
   cl_push_graph_exec(L, graph, 1, devi, refs, flags);
+  if (s->green) {
+    Graph *g = lua_touserdata(L, -1);
+    g->green = s->green;
+    cl_green_graph_opened(g->green);
+    lua_getiuservalue(L, 1, 2); /* the context: alive while the graph is */
+    lua_setiuservalue(L, -2, 3);
+  }
   return 1;
 }
 
@@ -296,13 +308,28 @@ void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si)
 }
 
 /* g:upload(stream): load the graph on the device ahead of its first launch */
+/* The context a graph runs in must be its stream's: a graph captured on a
+ * green context's stream runs on that context's streams, any other on the
+ * device's own (the driver crashes on a mix). */
+static void activate_for(lua_State *L, const Graph *g, cl_Stream *s)
+{
+  if (s->dev != g->dev)
+    luaL_argerror(L, 2, "the stream belongs to another device than the graph");
+  if (s->green != g->green)
+    luaL_argerror(L, 2, g->green ? "the graph was captured in a green context: launch it on that "
+                                   "context's streams"
+                                 : "a stream of a green context runs only graphs captured on it");
+  if (g->green)
+    cl_green_activate(L, g->green);
+  else
+    cl_device_activate(L, s->dev);
+}
+
 static int graph_upload(lua_State *L)
 {
   Graph *g = check_graph(L, 1);
   cl_Stream *s = cl_check_stream(L, 2);
-  if (s->dev != g->dev)
-    return luaL_argerror(L, 2, "the stream belongs to another device than the graph");
-  cl_device_activate(L, s->dev);
+  activate_for(L, g, s);
   CL_TRY(L, cuGraphUpload, (g->exec, s->handle));
   return 0;
 }
@@ -317,9 +344,7 @@ static int graph_launch(lua_State *L)
 {
   Graph *g = cl_fast_check(L, 1, CL_UV_GRAPH, CL_GRAPH);
   cl_Stream *s = cl_fast_check(L, 2, CL_UV_STREAM, CL_STREAM);
-  if (s->dev != g->dev)
-    return luaL_argerror(L, 2, "the stream belongs to another device than the graph");
-  cl_device_activate(L, s->dev);
+  activate_for(L, g, s);
   CL_TRY(L, cuGraphLaunch, (g->exec, s->handle));
   if (s->capture)
     cl_capture_keep(L, s, 2, 1, 1);
@@ -334,6 +359,8 @@ static int graph_close(lua_State *L)
     CL_CALL(cuGraphExecDestroy, (g->exec));
     if (g->owns_graph)
       CL_CALL(cuGraphDestroy, (g->graph));
+    if (g->green)
+      cl_green_graph_closed(g->green);
     if (lua_getiuservalue(L, 1, 2) == LUA_TUSERDATA) {
       if (luaL_testudata(L, -1, CL_GRAPHREFS))
         cl_graph_refs_release(L, lua_gettop(L));   /* what the capture used */

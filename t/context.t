@@ -21,7 +21,7 @@ t.raises(function() methods_of("cuda.Context").create_stream("x") end, "cuda%.Co
 t.raises(function() registry["cuda.Context"].__close(false) end, "cuda%.Context expected", "close on a boolean")
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 25)
+  t.skip("no CUDA device", 30)
   t.done()
 end
 
@@ -102,6 +102,42 @@ end
 timed(s)                                               -- warm up
 local one, two = timed(s), timed(s, s2)
 t.ok(two < 1.5 * one, ("two contexts ran together: %.1f ms for both, %.1f ms for one"):format(two * 1e3, one * 1e3))
+
+-- graphs and green contexts: a graph captured on a context's stream runs on
+-- that context's streams only (the driver crashed on a mix), and keeps the
+-- context until it is closed
+local out = pinned:allocate(4 * 256)
+local dout = dev.memory_resource:allocate(4 * 256, s)
+out:fill(cuda.u32(0))
+s:sync()
+s:begin_capture()
+dout:fill(cuda.u32(0x2A2A2A2A), s)
+out:copy_from(dout, s)
+local green_graph = s:end_capture()
+local plain = dev:create_stream()
+plain:begin_capture()
+dout:fill(cuda.u32(7), plain)
+local plain_graph = plain:end_capture()
+green_graph:launch(s)
+s:sync()
+t.is(out:view("uint32")[256], 0x2A2A2A2A, "a graph captured on a green stream runs there")
+t.raises(function() green_graph:launch(plain) end, "captured in a green context",
+         "a green context's graph refuses another context's stream")
+t.raises(function() plain_graph:launch(s) end, "runs only graphs captured on it",
+         "a green stream refuses the device's graphs")
+t.raises(function() green_graph:upload(s2) end, "captured in a green context",
+         "another green context's stream is refused too")
+local held_ctx = dev:create_context{resources = {groups[2]}}
+local hs = held_ctx:create_stream()
+hs:begin_capture()
+dout:fill(cuda.u32(9), hs)
+local held = hs:end_capture()
+held_ctx:close()
+t.raises(function() held:launch(s) end, "captured in a green context",
+         "the context closed: its graph has no stream to run on")
+held:close()
+collectgarbage()
+plain_graph:close(); green_graph:close()
 
 -- closing: the context closes its streams first
 ctx:close()
