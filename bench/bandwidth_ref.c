@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bandwidth_ref: the transfer-size sweep of `cudalua bandwidth` through the
  * raw CUDA driver API: pinned host memory and the copy engines, four paths
  * (h2d, d2h, both directions at once, d2d), every size of --sizes.

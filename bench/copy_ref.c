@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* copy_ref: copy bandwidth through the raw CUDA driver API, for pinned,
  * pageable, pool-allocated pinned, device and managed memory. The
  * yardstick for `memory_resources --bandwidth`, which copies the same way

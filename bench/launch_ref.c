@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* launch_ref: host cost per call of launches, a small copy and an event
  * record through the raw CUDA driver API, and the cost of a captured graph
  * of 100 launches against 100 direct launches. The yardstick for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* overlap_ref: the streaming copy/compute overlap through the raw CUDA
  * driver API. The yardstick for `streaming_overlap --reference`, which runs
  * the same schedules through cudalua (see bench/README.md).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ref.h: what the raw driver-API reference programs (launch_ref, copy_ref)
  * share: error checks that exit loudly, the clock, order statistics, option
  * parsing, device setup and an NVRTC compile.

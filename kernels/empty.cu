@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // empty: kernels that do nothing, for measuring launch cost with 0 and 4 parameters.
 extern "C" __global__ void empty() {}
 

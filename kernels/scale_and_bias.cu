@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // scale_and_bias: data[i] = data[i] * scale + bias, in place, grid-stride.
 extern "C" __global__ void scale_and_bias(float *data, float scale, float bias,
                                           unsigned long long n)

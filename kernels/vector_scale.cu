@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // vector_scale: the cuda.core streaming-overlap sample's compute kernel (launch with 256 threads per block).
 extern "C" __global__ void vector_scale(const float *input, float *output, float scale,
                                         unsigned long long n)

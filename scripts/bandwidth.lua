@@ -1,4 +1,5 @@
 -- Copy bandwidth over transfer sizes: each copy's fixed cost and rate, fitted, and the overlap's best chunk count
+-- SPDX-License-Identifier: MIT
 --
 -- Sweeps copies from 4 KiB to 256 MiB over paths (H2D, D2H, both at once, device to device), host memory
 -- (pinned, pinned pool, pageable, managed) and engines (the copy engines, an SM copy kernel), verifying every

@@ -1,4 +1,5 @@
 -- Compare two results files (--json of any bundled script): every common figure, B / A, and what moved
+-- SPDX-License-Identifier: MIT
 --
 -- Figures are matched by name and unit. A figure is flagged ("*") when the
 -- two runs' middle ranges do not overlap: the p10-p90 range of one run's

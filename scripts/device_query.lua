@@ -1,4 +1,5 @@
 -- List every CUDA device with its key properties and the driver version
+-- SPDX-License-Identifier: MIT
 local cuda = require "cuda"
 local cli = require "cuda.cli"
 local results = require "cuda.results"

@@ -1,4 +1,5 @@
 -- Host cost of cuda.launch, copy_to and record against the raw C driver API
+-- SPDX-License-Identifier: MIT
 --
 -- Measures, per call, what issuing work costs the host through cudalua: cuda.launch of an
 -- empty kernel with no parameters and with four, a 4 KiB pinned -> device Buffer:copy_to,

@@ -1,4 +1,5 @@
 -- Memory resources and buffers: device pool, pinned staging, managed memory, an explicit pool, each verified
+-- SPDX-License-Identifier: MIT
 --
 -- A port of cuda.core's "Memory Resources and Buffers" sample. With
 -- --bandwidth it also measures copy bandwidth between every pair of

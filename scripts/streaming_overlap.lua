@@ -1,4 +1,5 @@
 -- Streaming copy/compute overlap: sequential against 2, 4, 8 streams, measured against the hardware's limit
+-- SPDX-License-Identifier: MIT
 --
 -- A port of cuda.core's "Streaming Copy + Compute Overlap" sample, then beyond it: the limits of this
 -- machine measured in the same run, every configuration's efficiency against them, and a search (--auto)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* affinity.c: which CPUs this thread may run on.
  *
  *   cuda.set_affinity(cpu | {cpu, ...})   -- pin the calling thread

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* buffer.c: cuda.Buffer — copies, fill, slices, prefetch/advise, close.
  *
  * copy_to and copy_from are on the hot path of every streaming pipeline:

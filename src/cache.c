@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cache.c: the program cache, on disk: cuda.ProgramCache and the automatic
  * compile cache, one machinery for both.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cl.h: what the files of the cudalua core share.
  *
  * Every CUDA concept is a full userdata with a metatable registered under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* context.c: green contexts, as cuda.core's Context.
  *
  *   local groups, rest = dev.resources.sm:split{count = 16, groups = 2}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cuda.c: luaopen_cuda and the module functions that belong to no type.
  *
  * Each type registers itself from its own file (cl_open_*); the shared

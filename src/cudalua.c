@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cudalua: a lua(1)-compatible interpreter with the cuda module preloaded.
  *
  *   cudalua [options] [script | name] [args...]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* device.c: cuda.Device, one object per device id, and primary contexts.
  *
  * A device's primary context is retained on first use and released when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* driver.c: the only code that touches libcuda.
  *
  * The driver is opened with dlopen() on first use, so cudalua builds, loads

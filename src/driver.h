@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* driver.h: the CUDA driver API, opened at run time.
  *
  * Nothing in cudalua links libcuda. driver.c dlopen()s it on first use and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* dtype.c: the element types of host views, and typed scalars.
  *
  * Conversions are checked: storing 300 into a uint8, 2^40 into an int32,

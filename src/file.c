@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* file.c: reading whole files into Lua memory, for the compile cache and
  * for programs loaded from disk. Neither owns the other, so the reader
  * lives apart from both; cl_load_le (cl.h) decodes what it reads. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* graph.c: stream capture and graph replay.
  *
  *   s:begin_capture([mode]) ... work on s (and streams that join it) ...

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* graph_builder.c: explicit graphs, as cuda.core's GraphBuilder.
  *
  *   local b = cuda.Graph([dev])

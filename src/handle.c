@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* handle.c: the handle pattern every type follows, and option tables.
  *
  * Every function a type or the module registers gets, as upvalues 1 to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hostfunc.c: stream:launch_host_func(fn, ...) and cuda.poll().
  *
  * The driver calls a host function on a thread of its own, where Lua must

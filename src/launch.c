@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* launch.c: cuda.LaunchConfig and cuda.launch.
  *
  * cuda.launch is the hottest path in cudalua: it checks every argument

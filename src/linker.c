@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linker.c: cuda.Linker, device linking over nvJitLink.
  *
  *     local linker = cuda.Linker({obj_a, obj_b}, {arch = "sm_90", lto = true})

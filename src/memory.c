@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* memory.c: the memory resources. allocate(nbytes, stream) -> Buffer.
  *
  *   device   a device memory pool: the device's default pool

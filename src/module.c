@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* module.c: cuda.ObjectCode and cuda.Kernel.
  *
  * An ObjectCode holds its bytes as a Lua string and loads them with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mpi.c: cuda.mpi_core — the C part of cuda.mpi (lua/cuda/mpi.lua).
  *
  * Lua values travel through a small serializer of our own; cudalua Buffers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nvtx.c: cuda.nvtx, named ranges and marks for profilers (Nsight Systems).
  *
  *   cuda.nvtx.range_push(name)    -- opens a range on this thread

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* program.c: cuda.Program (NVRTC), its compile options, the compile cache
  * glue, and cuda.find_kernel's entry point.
  *

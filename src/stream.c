@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stream.c: cuda.Stream and cuda.Event.
  *
  * record and wait are on the hot path of every pipelined script: with an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* term.c: the host OS, where Lua's own io and os libraries stop: the
  * terminal, for output that adapts to it (progress bars, the timeline's
  * Gantt chart), and what a path names, for output files written safely.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* toolkit.c: NVRTC and nvJitLink, opened at run time (see toolkit.h).
  *
  * One description per library (what it is for, its override variable, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* toolkit.h: the CUDA toolkit libraries cudalua uses, opened at run time.
  *
  * Like the driver (driver.h), NVRTC and nvJitLink are never linked:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* view.c: typed host views over host-accessible buffers, and their bulk ops.
  *
  * A view is (buffer, host address, length, element type). It owns nothing:

@@ -1,4 +1,5 @@
 -- cuda.bandwidth: a transfer-size sweep of copies, the fit that explains
+-- SPDX-License-Identifier: MIT
 -- it, and what the fit predicts for the overlap pipeline.
 --
 -- A copy of b bytes takes about fixed + b / rate: a cost per copy (the

@@ -1,4 +1,5 @@
 -- cuda.bench: repeated timing with summary statistics.
+-- SPDX-License-Identifier: MIT
 --
 -- bench.time measures GPU work with CUDA events after a warm-up; bench.host
 -- measures host-side cost (launch overhead) with cuda.clock. Both report

@@ -1,4 +1,5 @@
 -- cuda.cli: command-line handling shared by the bundled cudalua scripts.
+-- SPDX-License-Identifier: MIT
 --
 -- Parsers are lua-argparse parsers with the project's conventions: the usage
 -- line reads "cudalua NAME [options]", --help exits 0, and a usage error

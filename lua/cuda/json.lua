@@ -1,4 +1,5 @@
 -- cuda.json: a small JSON encoder and decoder for the cudalua scripts.
+-- SPDX-License-Identifier: MIT
 --
 -- Scripts write their results (--json) and Chrome traces with it; tests read
 -- them back. Output is stable: object keys are sorted, floats are printed

@@ -1,4 +1,5 @@
 -- cuda.kernels: find CUDA source files of kernels (cuda.find_kernel) and
+-- SPDX-License-Identifier: MIT
 -- load kernels from them.
 local cuda = require "cuda"
 

@@ -1,4 +1,5 @@
 -- cuda.mpi: experiments across a cluster's GPUs through MPI.
+-- SPDX-License-Identifier: MIT
 --
 -- The C part, cuda.mpi_core (src/mpi.c), talks to MPI. This layer stages
 -- device buffers through pinned memory when the MPI library cannot take

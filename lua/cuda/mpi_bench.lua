@@ -1,4 +1,5 @@
 -- cuda.mpi_bench: the exchange between ranks 0 and 1 of an MPI job
+-- SPDX-License-Identifier: MIT
 -- (cudalua bandwidth --mpi): ping-pong and bidirectional rates over message
 -- sizes, in host and in device buffers, every size verified.
 --

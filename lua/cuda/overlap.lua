@@ -1,4 +1,5 @@
 -- cuda.overlap: the copy/compute overlap schedule model and its search.
+-- SPDX-License-Identifier: MIT
 --
 -- An array of n elements goes from pinned host memory to the device,
 -- through an element-wise kernel, and back. A schedule splits the array

@@ -1,4 +1,5 @@
 -- cuda.overlap_report: what streaming_overlap prints and writes, from plain
+-- SPDX-License-Identifier: MIT
 -- tables (bench.stats, limits, verification results), so the formatting is
 -- tested without a GPU and the script stays a short story in phases.
 local M = {}

@@ -1,4 +1,5 @@
 -- cuda.results: the results every bundled script writes, in one envelope.
+-- SPDX-License-Identifier: MIT
 --
 -- A run collects results (a name, a unit, every raw sample, summary figures
 -- and the script's own fields) and writes them as JSON (--json FILE), CSV

@@ -1,4 +1,5 @@
 -- cuda.svg: charts as SVG text, drawn from plain tables (no GPU, no library).
+-- SPDX-License-Identifier: MIT
 --
 --   svg.gantt(spans, opts)   -- a timeline's spans (cuda.timeline) as a Gantt chart
 --   svg.lines(series, opts)  -- y against x, x on a log axis, one line per series

@@ -1,4 +1,5 @@
 -- cuda.timeline: per-operation spans timed with CUDA events, drawn as a
+-- SPDX-License-Identifier: MIT
 -- terminal Gantt chart or written as a Chrome trace for Perfetto.
 --
 -- Two layers. Recording (needs a GPU): a timeline pre-creates its events, so

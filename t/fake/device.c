@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* device.c: initialization, error names, devices and their primary contexts.
  *
  * FAKECUDA_DEVICES (default 1) devices, each a "Fake CUDA Device" of compute

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* entry.c: cuGetProcAddress_v2, the one symbol cudalua looks up itself.
  *
  * It hands out fake_<name> for every name of FAKE_API, whatever version is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fake.h: the fake CUDA driver's shared state and helpers.
  *
  * The fake is a libcuda stand-in for machines without a GPU: cudalua asks it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* graph.c: graphs, captured (stream.c) or built node by node, and their
  * executables.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* green.c: SM resources and green contexts.
  *
  * A device's SM resource has all FAKE_SM_COUNT SMs. Splits round the SMs

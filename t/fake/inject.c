@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* inject.c: call counting and failure injection.
  *
  * Every entry point counts its calls; a failure scheduled for the nth next

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* launch.c: kernel launches and the host emulations of cudalua's bundled
  * kernels (the .cu files in kernels/), found by name.
  *

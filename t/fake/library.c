@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* library.c: libraries, kernels and their functions, read from cubins.
  *
  * cuLibraryLoadData keeps a copy of the image. For an ELF cubin (what NVRTC

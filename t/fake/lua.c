@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lua.c: require "fakecuda", the test suite's handle on the fake driver.
  *
  * The fake's .so is also this Lua C module: loaded from the same path as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* memory.c: device, pinned and managed memory, pools, copies and fills.
  *
  * Every allocation is its own malloc'd block of exactly the size asked for,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stream.c: streams, events, stream capture and host functions.
  *
  * Work runs at issue time, so a stream is never busy and an event is
