@@ -1,5 +1,5 @@
-/* SPDX-License-Identifier: MIT */
 // copy_bytes: an SM copy, for cudalua bandwidth's "sm" engine (launch with 256 threads per block).
+// SPDX-License-Identifier: MIT
 // A grid-stride loop over 16-byte vectors when both pointers allow it (one
 // load and one store per 16 bytes keeps the memory system busy with few
 // instructions), then the bytes left over one at a time.

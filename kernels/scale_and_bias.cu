@@ -1,5 +1,5 @@
-/* SPDX-License-Identifier: MIT */
 // scale_and_bias: data[i] = data[i] * scale + bias, in place, grid-stride.
+// SPDX-License-Identifier: MIT
 extern "C" __global__ void scale_and_bias(float *data, float scale, float bias,
                                           unsigned long long n)
 {

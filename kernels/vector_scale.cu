@@ -1,5 +1,5 @@
-/* SPDX-License-Identifier: MIT */
 // vector_scale: the cuda.core streaming-overlap sample's compute kernel (launch with 256 threads per block).
+// SPDX-License-Identifier: MIT
 extern "C" __global__ void vector_scale(const float *input, float *output, float scale,
                                         unsigned long long n)
 {
