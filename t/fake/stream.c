@@ -118,8 +118,12 @@ CUresult fake_cuStreamDestroy(CUstream s)
       *p = s->next;
       break;
     }
-  if (s->capture_origin)     /* an unfinished capture dies with its stream */
+  if (s->capture_origin) {   /* an unfinished capture dies with its stream */
+    for (struct CUstream_st *o = streams; o; o = o->next)
+      if (o->capture == s->capture)
+        o->capture = NULL;      /* the streams that joined it leave it */
     fake_graph_destroy(s->capture);
+  }
   s->magic = 0;
   free(s);
   fake_live[FAKE_STREAM]--;
@@ -127,6 +131,16 @@ CUresult fake_cuStreamDestroy(CUstream s)
 }
 
 static int capturing(CUstream s) { return !special_stream(s) && s->capture; }
+
+/* Whether g is a capture still going on: an event keeps the capture it was
+ * recorded in after that capture ended, and its graph may be gone since. */
+static int capture_live(CUgraph g)
+{
+  for (struct CUstream_st *o = streams; o; o = o->next)
+    if (o->capture_origin && o->capture == g)
+      return 1;
+  return 0;
+}
 
 CUresult fake_cuStreamSynchronize(CUstream s)
 {
@@ -158,7 +172,7 @@ CUresult fake_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned int flags)
   FAKE_ENTER(cuStreamWaitEvent);
   if (!fake_stream_valid(s) || !fake_event_valid(ev) || flags != 0)
     return CUDA_ERROR_INVALID_HANDLE;
-  if (ev->capture && !special_stream(s) && !s->capture)
+  if (ev->capture && !special_stream(s) && !s->capture && capture_live(ev->capture))
     s->capture = ev->capture;    /* joins the capture */
   return CUDA_SUCCESS;
 }
