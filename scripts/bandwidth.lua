@@ -220,7 +220,7 @@ for _, s in ipairs(sweep.series) do
 end
 if args.svg then
   results.write_text(args.svg, require("cuda.svg").lines(lines, {title = "Copy bandwidth on " .. dev.name,
-    x_label = "bytes per copy", y_label = "GB/s", x_base = 4}))
+    x_label = "bytes per copy", y_label = "GB/s", x_base = 4, y_log = true, x_format = cli.format_bytes}))
 end
 run:finish(args, sweep.failures == 0 and (not searched or searched.verified), {sizes = sweep.sizes,
   series = sweep.series, failures = sweep.failures, predicted = predicted, searched = searched, reference = reference})

@@ -4,7 +4,7 @@
 local t = require "tap"
 local svg = require "cuda.svg"
 
-t.plan(20)
+t.plan(23)
 t.seed()
 
 -- An overlap pipeline's spans: 3 chunks over 3 streams, random lengths.
@@ -49,6 +49,15 @@ t.is(count(lines, "<circle"), 8, "a marker per point")
 t.like(lines, ">pageable %-&gt; device<", "the legend names each series")
 t.like(lines, ">65536<", "log ticks at the powers of x_base")
 t.raises(function() svg.lines({{name = "bad", points = {{0, 1}}}}) end, "x must be > 0", "x = 0 on a log axis is an error")
+-- y_log: decades as ticks, a point's height by its logarithm
+local decades = svg.lines({{name = "rates", points = {{1, 1}, {2, 10}, {4, 100}}}}, {y_log = true})
+local heights = {}
+for cy in decades:gmatch('<circle cx="[%d.]+" cy="([%d.]+)"') do heights[#heights + 1] = tonumber(cy) end
+t.ok(#heights == 3 and math.abs((heights[1] - heights[2]) - (heights[2] - heights[3])) < 0.05,
+     "y_log: 1, 10 and 100 are evenly spaced")
+t.ok(decades:find(">10<", 1, true) and decades:find(">100<", 1, true), "y_log: ticks at powers of 10")
+t.raises(function() svg.lines({{name = "zero", points = {{1, 0}}}}, {y_log = true}) end, "positive",
+         "y_log needs a positive value")
 
 -- drawn by librsvg: the PNG is as large as the SVG says
 local function png_size(path)

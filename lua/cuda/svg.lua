@@ -166,10 +166,27 @@ local function x_axis(x_min, x_max, opts)
   return function(x) return (math.log(x) - lo) / (hi - lo) end, ticks
 end
 
+-- Positions on the y axis, 0 at the bottom, 1 at the top: linear from 0,
+-- or (y_log) log over the positive values, ticks at powers of 10.
+local function y_axis(series, y_max, opts)
+  if not opts.y_log then return function(y) return y / y_max end, linear_ticks(y_max, 8) end
+  local y_min = math.huge
+  for _, s in ipairs(series) do
+    for _, p in ipairs(s.points) do if p[2] > 0 then y_min = math.min(y_min, p[2]) end end
+  end
+  assert(y_min < math.huge, "svg.lines: y_log needs positive values")
+  local lo, hi = math.log(y_min, 10), math.log(y_max, 10)
+  lo, hi = math.floor(lo), math.max(math.ceil(hi), math.floor(lo) + 1)
+  local ticks = {}
+  for k = lo, hi do ticks[#ticks + 1] = 10 ^ k end
+  return function(y) return (math.log(math.max(y, 10 ^ lo), 10) - lo) / (hi - lo) end, ticks
+end
+
 -- series: {{name = "pinned -> device", points = {{x, y}, ...}}, ...}. opts:
 -- width (default 800), height (default 480), title, x_label, y_label,
 -- x_log (default true), x_base (log ticks at its powers; default 10),
--- x_format and y_format (tick text; default "%g").
+-- y_log (default false: linear from 0), x_format and y_format (tick text;
+-- default "%g").
 function M.lines(series, opts)
   opts = opts or {}
   local width, height = opts.width or 800, opts.height or 480
@@ -179,10 +196,11 @@ function M.lines(series, opts)
   local where, x_ticks = x_axis(x_min, x_max, opts)
   local left, right, top, bottom = 64, width - 24, opts.title and 36 or 16, height - 64
   local function px(x) return left + where(x) * (right - left) end
-  local function py(y) return bottom - y / y_max * (bottom - top) end
+  local y_where, y_ticks = y_axis(series, y_max, opts)
+  local function py(y) return bottom - y_where(y) * (bottom - top) end
   local body = {element("rect", {"x", left, "y", top, "width", right - left, "height", bottom - top,
                                  "fill", "none", "stroke", "#333"})}
-  for _, y in ipairs(linear_ticks(y_max, 8)) do
+  for _, y in ipairs(y_ticks) do
     body[#body + 1] = element("line", {"x1", left, "y1", py(y), "x2", right, "y2", py(y), "stroke", "#e0e0e0"})
     body[#body + 1] = label(left - 6, py(y) + 4, y_fmt(y), "end")
   end
