@@ -29,6 +29,7 @@
 
 static const char *const progname = "cudalua";
 static char lua_dir[PATH_MAX];          /* holds the cuda.* Lua modules */
+static char mpi_core[PATH_MAX];         /* cuda.mpi's C part, where built or installed */
 
 static void usage(FILE *out)
 {
@@ -68,9 +69,11 @@ static void locate_data(void)
   if (same_file("/proc/self/exe", CUDALUA_BUILDDIR "/src/cudalua")) {
     cl_datadir = CUDALUA_SRCDIR;
     snprintf(lua_dir, sizeof lua_dir, "%s/lua", CUDALUA_SRCDIR);
+    snprintf(mpi_core, sizeof mpi_core, "%s/src/.libs/mpi_core.so", CUDALUA_BUILDDIR);
   } else {
     cl_datadir = CUDALUA_PKGDATADIR;
     snprintf(lua_dir, sizeof lua_dir, "%s", CUDALUA_LUADIR);
+    snprintf(mpi_core, sizeof mpi_core, "%s/cuda/mpi_core.so", CUDALUA_CMODDIR);
   }
 }
 
@@ -605,7 +608,26 @@ static int run_actions(lua_State *L, int argc, char **argv, const Options *o)
   return 0;
 }
 
-/* The bundled Lua modules come first on package.path; "cuda" is preloaded. */
+/* cuda.mpi's C part is a module of its own (it links MPI, which the core
+ * does not): loaded from where this cudalua was built or installed,
+ * whatever package.cpath says. */
+static int load_mpi_core(lua_State *L)
+{
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "loadlib");
+  lua_pushstring(L, mpi_core);
+  lua_pushliteral(L, "luaopen_cuda_mpi_core");
+  lua_call(L, 2, 2);
+  if (lua_isnil(L, -2))
+    return luaL_error(L, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+/* The bundled Lua modules come first on package.path; "cuda" is preloaded,
+ * and cuda.mpi's C part where it was built. */
 static void setup_paths(lua_State *L)
 {
   lua_getglobal(L, "package");
@@ -617,6 +639,10 @@ static void setup_paths(lua_State *L)
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   lua_pushcfunction(L, luaopen_cuda);
   lua_setfield(L, -2, "cuda");
+  if (access(mpi_core, R_OK) == 0) {
+    lua_pushcfunction(L, load_mpi_core);
+    lua_setfield(L, -2, "cuda.mpi_core");
+  }
   lua_pop(L, 2);
 }
 

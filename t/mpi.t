@@ -9,8 +9,10 @@ local core = builddir .. "/src/.libs/mpi_core.so"
 local tdir = (os.getenv("CUDALUA_SRCDIR") or "..") .. "/t"
 local NRANKS = 4
 
--- Without its C part, require "cuda.mpi" says why, in a sentence.
-local code, _, err = t.run(("LUA_CPATH='/nonexistent/?.so' %s -e 'require \"cuda.mpi\"'"):format(cudalua))
+-- Without its C part, require "cuda.mpi" says why, in a sentence (cudalua
+-- preloads the C part from where it was built: that preload taken away).
+local code, _, err = t.run(("LUA_CPATH='/nonexistent/?.so' %s -e 'package.preload[\"cuda.mpi_core\"] = nil "
+  .. "require \"cuda.mpi\"'"):format(cudalua))
 t.ok(code ~= 0, "require 'cuda.mpi' without cuda.mpi_core fails")
 t.like(err, "cuda.mpi is not available: its C part, cuda.mpi_core, did not load", "and says why")
 
@@ -60,6 +62,10 @@ t.is(size_of{}, nil, "launcher_size: nil outside a launcher")
 t.is(size_of{PMI_SIZE = "0"}, nil, "launcher_size: 0 is no job size")
 
 local mpirun = os.getenv("CUDALUA_MPIRUN") or ""
+if io.open(core) then
+  local _, out = t.run(("LUA_CPATH='/nonexistent/?.so' %s -e 'print(require(\"cuda.mpi\").size)'"):format(cudalua))
+  t.is(out, "1\n", "cudalua loads cuda.mpi_core from where it was built, whatever LUA_CPATH says")
+end
 if not io.open(core) then
   t.skip("cudalua was built without MPI (configure --with-mpi)")
   t.done()
