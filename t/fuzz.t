@@ -46,10 +46,10 @@ local function scalar() return cuda[scalars[math.random(#scalars)]](math.random(
 
 local function close(o) if o and o.close then o:close() end end
 
--- A graph must not run after a buffer or event it uses was closed (the
--- documented rule; a GPU would fault too), and a captured graph does not
--- keep them alive: graphs use a fixed set of their own, never closed,
--- never sliced, never picked by any().
+-- A graph must not run after an event it uses was closed (the documented
+-- rule: graphs keep their buffers, not their events), so graphs use a fixed
+-- set of buffers and events of their own, never closed, never sliced,
+-- never picked by any().
 local graph_buffers, graph_events = {}, {}
 for i = 1, 8 do
   graph_buffers[i] = cuda.PinnedMemoryResource():allocate(256)
@@ -78,10 +78,7 @@ local actions = {
   function() local v, w = pick("view"), pick("view"); if v and w then v:copy(w) end end,
   function() local b = pick("buffer"); if b then b:fill(scalar(), pick("stream")) end end,
   function() local a, b = pick("buffer"), pick("buffer"); if a and b then a:copy_from(b, pick("stream")) end end,
-  -- no math.mininteger offset: buffer.c computes the default size, size - offset,
-  -- before checking the offset, and overflows (reported, not yet fixed there)
-  function() local b, off = pick("buffer"), any()
-    if b and off ~= math.mininteger then add("buffer", b:slice(off, any())) end end,
+  function() local b = pick("buffer"); if b then add("buffer", b:slice(any(), any())) end end,
   function() local s, e = pick("stream"), pick("event"); if s then s:record(e) end end,
   function() local s = pick("stream"); if s then s:wait(any()) end end,
   function() local s = pick("stream"); if s then s:sync() end end,

@@ -72,7 +72,7 @@ end
 
 -- --- Gantt ---------------------------------------------------------------------
 
-local function kind_of(span) return span.kind or span.label end
+local kind_of = timeline.kind_of
 
 -- A colour per kind, in order of first appearance: opts.colors, then
 -- M.kind_colors, then the palette.

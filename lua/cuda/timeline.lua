@@ -427,6 +427,6 @@ function M.write_chrome_trace(path, spans, opts)
 end
 
 -- For other renderers of the same spans (cuda.svg): rows, lanes and ticks as the Gantt chart has them.
-M.row_order, M.lanes, M.tick_step = row_order, assign_lanes, tick_step
+M.row_order, M.lanes, M.tick_step, M.kind_of = row_order, assign_lanes, tick_step, kind_of
 
 return M
