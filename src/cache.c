@@ -35,8 +35,12 @@
  * cache that cannot be read or written never fails a compile: the failure
  * is counted and the compile goes on.
  *
- * Hits set an entry's modification time, so it records the last use: past
- * max_size, a store removes the least recently used entries first.
+ * Stores and hits set an entry's modification time, so it records the last
+ * use: past max_size, a store removes the least recently used entries first.
+ * The time is set explicitly, at the clock's full resolution: the kernel
+ * stamps files from a coarse clock (a tick of 1-4 ms), so a store and a hit
+ * within one tick would tie, and which entry goes would depend on the
+ * directory's hash order.
  *
  * The automatic key does not cover headers pulled in with #include from
  * include_path: change a define, or set CUDALUA_CACHE=off, while editing
@@ -48,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nettle/sha2.h>
@@ -137,6 +142,24 @@ static int make_dirs(const char *dir)
 
 /* --- reading ----------------------------------------------------------------- */
 
+/* Records a use of the entry at path: its times become now, to the
+ * nanosecond, and later than any use this process recorded before. */
+static void mark_used(const char *path)
+{
+  static struct timespec last;
+  struct timespec now[2];
+  clock_gettime(CLOCK_REALTIME, &now[0]);
+  if (now[0].tv_sec < last.tv_sec || (now[0].tv_sec == last.tv_sec && now[0].tv_nsec <= last.tv_nsec)) {
+    now[0] = last;
+    if (++now[0].tv_nsec == 1000000000L) {
+      now[0].tv_sec++;
+      now[0].tv_nsec = 0;
+    }
+  }
+  last = now[1] = now[0];
+  utimensat(AT_FDCWD, path, now, 0);
+}
+
 /* 1 when buf (size bytes) is a sound entry stored under digest. */
 static int entry_is_sound(const unsigned char *buf, size_t size,
                           const unsigned char digest[CL_HASH_SIZE])
@@ -185,7 +208,7 @@ int cl_cache_get(lua_State *L, cl_ProgramCache *c, const char *key, size_t key_l
   lua_pushlstring(L, payload + code_len, log_len);
   lua_pushlstring(L, payload + code_len + log_len, size - HEADER_SIZE - code_len - log_len);
   lua_remove(L, -4);
-  utimensat(AT_FDCWD, path, NULL, 0);            /* the last use, for eviction */
+  mark_used(path);                               /* the last use, for eviction */
   c->stats.hits++;
   return (int)cl_load_le(buf + 32, 4);
 }
@@ -244,8 +267,10 @@ static int write_entry(const char *path, const unsigned char header[HEADER_SIZE]
   int ok = write_all(fd, header, HEADER_SIZE) && write_all(fd, e->code, e->code_len) &&
            write_all(fd, e->log, e->log_len) && write_all(fd, e->names, e->names_len);
   ok = close(fd) == 0 && ok;
-  if (ok && rename(tmp, path) == 0)
+  if (ok && rename(tmp, path) == 0) {
+    mark_used(path);
     return 1;
+  }
   unlink(tmp);
   return 0;
 }

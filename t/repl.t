@@ -20,19 +20,28 @@ local function screen(text)
   return text, (("\n" .. text):gsub("\n[> ]*> ", "\n"))
 end
 
+local has_readline = t.run("ldd " .. cudalua .. " 2>/dev/null | grep -q libreadline") == 0
+
 -- Types `steps` (each some lines of input) into `cudalua -i` on a pty.
 -- Before each step after the first it waits until the earlier ones have run
--- (a last line of each touches a marker file) and the reader is idle again:
--- text typed while a chunk runs meets the terminal's cooked-mode line
--- buffer, which holds 4095 bytes. Returns the exit code and the screen.
+-- and the reader is idle again: text typed while a chunk runs meets the
+-- terminal's cooked-mode line buffer, which holds 4095 bytes. The last line
+-- of each step writes the terminal's name to a marker file; readline waits
+-- for input with the terminal out of canonical mode, so the next step is
+-- typed only once stty says so (a fixed pause lost that race on a busy
+-- machine). Returns the exit code and the screen.
+local IDLE = has_readline
+  and "i=0; while ! stty -F \"$(cat '%s')\" -a 2>/dev/null | grep -q -- -icanon && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done"
+  or "sleep 0.3 # %s"
 local function session(steps)
   local dir = t.tmpdir()
   local commands = {}
   for i, text in ipairs(steps) do
     local marker = ("%s/ran%d"):format(dir, i)
-    t.write_file(("%s/step%d"):format(dir, i), text .. ("local _ = io.open(%q, 'w'):close()\n"):format(marker))
-    commands[#commands + 1] = ("cat '%s/step%d'; while [ ! -e '%s' ]; do sleep 0.05; done; sleep 0.3")
-      :format(dir, i, marker)
+    t.write_file(("%s/step%d"):format(dir, i), text ..
+      ("local f = io.open(%q, 'w') f:write(io.popen('tty'):read('l')) f:close()\n"):format(marker))
+    commands[#commands + 1] = ("cat '%s/step%d'; while [ ! -s '%s' ]; do sleep 0.05; done; " .. IDLE)
+      :format(dir, i, marker, marker)
   end
   t.write_file(dir .. "/run.sh", ("{ %s; } | script -qec \"%s -i\" /dev/null\n")
     :format(table.concat(commands, "; "), cudalua))
@@ -72,7 +81,6 @@ t.ok(boom and after(out, "\nstill here\n", boom), "pty: the session goes on afte
 local syntax = after(out, "cudalua: stdin:1: unexpected symbol near '='")
 t.ok(syntax, "pty: a syntax error is reported")
 t.ok(syntax and after(out, "\n43%.0\n", syntax), "pty: the session goes on after a syntax error")
-local has_readline = t.run("ldd " .. cudalua .. " 2>/dev/null | grep -q libreadline") == 0
 if has_readline then
   t.like(out, "\n9995\n", "pty: a 10,000-byte line is read whole (readline)")
 else
