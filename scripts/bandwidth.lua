@@ -74,23 +74,27 @@ local function pipeline_costs(sweep, bytes, kernel_ms)
   return costs
 end
 
--- The kernel's time: measured with --overlap, else the slower copy's (a balanced pipeline).
-local function predict(sweep, bytes, kernel_ms)
+-- The kernel's time and a queued copy's cost: measured with --overlap (the pipeline's limits), else
+-- the slower copy's time (a balanced pipeline) and the "both" fit's fixed cost.
+local function predict(sweep, bytes, measured)
   local costs, why = pipeline_costs(sweep, bytes, 0)
   print()
   if not costs then print("(no prediction: " .. why .. ")") return nil end
-  local assumed = not kernel_ms
-  costs.kernel_ms = kernel_ms or math.max(bandwidth.copy_ms(costs.h2d, bytes), bandwidth.copy_ms(costs.d2h, bytes))
+  local assumed = not measured
+  costs.kernel_ms = measured and measured.kernel_ms
+    or math.max(bandwidth.copy_ms(costs.h2d, bytes), bandwidth.copy_ms(costs.d2h, bytes))
+  costs.queued_us = measured and measured.copy_cost_us > 0 and measured.copy_cost_us or nil
   local best = bandwidth.best_chunks(costs)
-  print(("--- Predicted overlap pipeline, %s each way, kernel %.3f ms%s ---"):format(cli.format_bytes(bytes),
-    costs.kernel_ms, assumed and " (assumed: the slower copy; --overlap measures it)" or " (measured)"))
+  print(("--- Predicted overlap pipeline, %s each way, kernel %.3f ms, %.1f us a chunk%s ---"):format(
+    cli.format_bytes(bytes), costs.kernel_ms, costs.queued_us or costs.both.fixed_us,
+    assumed and " (assumed: the slower copy, the fit's fixed cost; --overlap measures both)" or " (measured)"))
   print(("Best chunk count: %d, %.3f ms (closed form N* = %s)"):format(best.chunks, best.ms,
     best.continuous and ("%.1f"):format(best.continuous) or "n/a"))
   for _, n in ipairs{4, 8, 16, 24, 32, 48, 64} do
     io.write(("  N=%d: %.3f ms"):format(n, bandwidth.pipeline_ms(costs, n)))
   end
   print()
-  best.kernel_ms, best.kernel_assumed = costs.kernel_ms, assumed
+  best.kernel_ms, best.kernel_assumed, best.queued_us = costs.kernel_ms, assumed, costs.queued_us
   return best
 end
 
@@ -112,8 +116,8 @@ local function run_overlap(dev, args)
   local best = found.copy_engines
   local v = p:verify(best.fn, expected, 0, 0)
   if best.graph then best.graph:close() end
-  return {kernel_ms = limits.kernel.median, chunks = #best.sched.chunks, name = best.sched.name,
-          ms = best.stats.median, verified = v.passed, tried = best.tried}
+  return {kernel_ms = limits.kernel.median, copy_cost_us = limits.copy_cost_us, chunks = #best.sched.chunks,
+          name = best.sched.name, ms = best.stats.median, verified = v.passed, tried = best.tried}
 end
 
 local function print_overlap(searched, predicted)
@@ -203,7 +207,7 @@ dev:set_current()
 print(("Device: %s (sm_%s)"):format(dev.name, dev.arch))
 local sweep = run_sweep(dev, args)
 local searched = args.overlap and run_overlap(dev, args) or nil
-local predicted = predict(sweep, args.elements * 4, searched and searched.kernel_ms)
+local predicted = predict(sweep, args.elements * 4, searched)
 if searched then print_overlap(searched, predicted) end
 local reference = args.reference and compare_with_reference(args, sweep) or nil
 -- Every size of every series a result in GB/s, with each timed copy's rate; the sweep drawn as SVG.

@@ -86,6 +86,32 @@ t.ok(bandwidth.continuous_chunks(free) == nil, "no fixed cost: no closed form")
 local dearer = {bytes = 64e6, kernel_ms = 0.3, h2d = skewed.h2d, d2h = skewed.d2h, both = {fixed_us = 24, gbps = 45}}
 t.ok(bandwidth.best_chunks(dearer).chunks < bandwidth.best_chunks(skewed).chunks, "dearer copies: fewer chunks")
 
+-- A copy queued behind another pays g, not the isolated fixed cost: the
+-- steady state's copies cost g + bytes / rate, the fill and drain the fit.
+local queued = {bytes = 64e6, kernel_ms = 0.3, h2d = skewed.h2d, d2h = skewed.d2h, both = skewed.both, queued_us = 1.5}
+for _, n in ipairs{1, 2, 7, 24} do
+  local h, d = bandwidth.copy_ms(skewed.h2d, 64e6 / n), bandwidth.copy_ms(skewed.d2h, 64e6 / n)
+  local c = 1.5e-3 + 64e6 / n / 45e6
+  t.near(bandwidth.pipeline_ms(queued, n), h + 0.3 / n + d + (n - 1) * math.max(c, 0.3 / n), 1e-12,
+    "pipeline_ms: the steady state prices a chunk at queued_us, N=" .. n)
+end
+t.near(bandwidth.continuous_chunks(queued), math.sqrt((64e6 * (1 / 55e6 + 1 / 57e6 - 1 / 45e6) + 0.3) / 1.5e-3), 1e-9,
+  "continuous_chunks divides by queued_us")
+t.ok(bandwidth.best_chunks(queued).chunks > bandwidth.best_chunks(skewed).chunks,
+  "a copy cheaper queued than alone: more chunks")
+-- The H200's figures (cudalua bandwidth --overlap: the fits, a 0.3 ms
+-- kernel, 64 MB each way): priced at the fit's fixed cost the model
+-- printed 10 chunks, 1.515 ms, where the search found 18 to 22 chunks and
+-- 1.417 ms; priced at a queued copy's 2.5 us it comes nearer.
+local h200 = {bytes = 64e6, kernel_ms = 0.3, h2d = {fixed_us = 6.2, gbps = 53.2}, d2h = {fixed_us = 8.6, gbps = 56.6},
+              both = {fixed_us = 13.6, gbps = 51.7}}
+local alone = bandwidth.best_chunks(h200)
+t.ok(alone.chunks == 10 and math.abs(alone.ms - 1.515) < 5e-4, "H200 figures, the fit's fixed cost: 10 chunks, 1.515 ms")
+h200.queued_us = 2.5
+local queued_best = bandwidth.best_chunks(h200)
+t.ok(queued_best.chunks >= 18 and queued_best.chunks <= 26 and math.abs(queued_best.ms - 1.417) < 0.06,
+  ("H200 figures, a queued copy's 2.5 us: %d chunks, %.3f ms"):format(queued_best.chunks, queued_best.ms))
+
 -- --- parsing and formatting ---------------------------------------------------------
 t.is(bandwidth.parse_size("4K"), 4096, "4K")
 t.is(bandwidth.parse_size("64M"), 64 << 20, "64M")

@@ -162,33 +162,46 @@ end
 --     h = f_h2d + B/N / r_h2d     the first copy in, alone (the fill)
 --     d = f_d2h + B/N / r_d2h     the last copy out, alone (the drain)
 --     k = K / N                   one chunk's kernel
---     c = f_both + B/N / r_both   a copy in and a copy out at once, the
+--     c = g + B/N / r_both        a copy in and a copy out at once, the
 --                                 steady state (both engines busy; the
 --                                 "both" fit prices the pair)
--- More chunks shorten the fill and drain (B/N) but add a fixed cost per
--- chunk. While the copies are the bottleneck (c >= k):
---     T(N) = N f_both + (B/r_h2d + B/r_d2h + K - B/r_both) / N + const
--- which is least at N* = sqrt((B/r_h2d + B/r_d2h + K - B/r_both) / f_both).
+-- g is what a copy costs queued behind another on its engine: its latency
+-- hides behind the copy before it, so only the gap between the two is paid
+-- (cuda.overlap's limits measure it as copy_cost_us: the copy in as 32
+-- copies against one). An isolated copy's fixed cost is mostly latency:
+-- taking g = f_both over-prices every chunk (on the H200, 13.6 us against
+-- 2.5: it predicted 10 chunks where the search found 18 to 22). Without a
+-- measured g, f_both stands in.
+-- More chunks shorten the fill and drain (B/N) but add g per chunk. While
+-- the copies are the bottleneck (c >= k):
+--     T(N) = N g + (B/r_h2d + B/r_d2h + K - B/r_both) / N + const
+-- which is least at N* = sqrt((B/r_h2d + B/r_d2h + K - B/r_both) / g).
 -- best_chunks minimises T over the integers 1..max_chunks exactly (the
 -- stage times are piecewise, so the closed form is a guide, reported too).
 
--- costs: {bytes = B, kernel_ms = K, h2d = fit, d2h = fit, both = fit}.
+-- The steady state's cost per chunk on top of its bytes, in milliseconds.
+local function queued_ms(costs)
+  return (costs.queued_us or costs.both.fixed_us) / 1e3
+end
+
+-- costs: {bytes = B, kernel_ms = K, h2d = fit, d2h = fit, both = fit,
+-- queued_us = g (optional)}.
 function M.pipeline_ms(costs, n)
   local chunk = costs.bytes / n
   local h, d = M.copy_ms(costs.h2d, chunk), M.copy_ms(costs.d2h, chunk)
-  local c, k = M.copy_ms(costs.both, chunk), costs.kernel_ms / n
+  local c, k = queued_ms(costs) + chunk / (costs.both.gbps * 1e6), costs.kernel_ms / n
   return h + k + d + (n - 1) * math.max(c, k)
 end
 
 -- The closed form N* of the copy-bound regime (a real number), or nil
--- when the fixed cost is not positive.
+-- when the cost per chunk is not positive.
 function M.continuous_chunks(costs)
-  local f = costs.both.fixed_us / 1e3
+  local g = queued_ms(costs)
   local ms_per_byte = function(fit) return 1 / (fit.gbps * 1e6) end
   local numerator = costs.bytes * (ms_per_byte(costs.h2d) + ms_per_byte(costs.d2h) - ms_per_byte(costs.both))
                     + costs.kernel_ms
-  if f <= 0 or numerator <= 0 then return nil end
-  return math.sqrt(numerator / f)
+  if g <= 0 or numerator <= 0 then return nil end
+  return math.sqrt(numerator / g)
 end
 
 -- {chunks, ms, continuous}: the chunk count 1..max_chunks (default
