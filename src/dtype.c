@@ -53,7 +53,9 @@ static uint64_t check_u64(lua_State *L, int i)
   if (lua_type(L, i) != LUA_TNUMBER)
     luaL_error(L, "uint64 expects a number, got %s", luaL_typename(L, i));
   lua_Number x = lua_tonumber(L, i);
-  if (!(x >= 0 && x < 18446744073709551616.0) || floor(x) != x)
+  if (!isfinite(x) || floor(x) != x)       /* as the other integer types say */
+    luaL_error(L, "uint64 expects an integer, got %s", luaL_tolstring(L, i, NULL));
+  if (!(x >= 0 && x < 18446744073709551616.0))
     range_error(L, i, CL_U64);
   return (uint64_t)x;
 }

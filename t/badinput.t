@@ -45,7 +45,11 @@ end
 for _, ty in ipairs{"u8", "i32"} do
   row(ty .. ": a float", ("cuda.%s(1.5)"):format(ty), "integer")
 end
-row("u64: a float", "cuda.u64(1.5)", "integer", {todo = "dtype.c says '1.5 out of range for uint64'"})
+row("u64: a float", "cuda.u64(1.5)", "uint64 expects an integer, got 1.5")
+row("u64: not a number", "cuda.u64(0/0)", "uint64 expects an integer")
+row("u64: infinite", "cuda.u64(1/0)", "uint64 expects an integer, got inf")
+row("u64: past 2^64", "cuda.u64(2^64)", "out of range for uint64")
+row("u64: a negative float", "cuda.u64(-2.0)", "out of range for uint64")
 row("PinnedMemoryResource: bad option", "cuda.PinnedMemoryResource{poool = true}", "unknown option 'poool'")
 row("PinnedMemoryResource: a number", "cuda.PinnedMemoryResource(5)", "table expected")
 row("HostMemoryResource: allocate 0", "cuda.HostMemoryResource():allocate(0)", "")

@@ -24,7 +24,7 @@ end
 t.is(cuda.i64(math.maxinteger).value, math.maxinteger, "i64 maximum")
 t.is(cuda.u64(0).value, 0, "u64 zero")
 t.raises(function() cuda.u64(2^64) end, "out of range", "u64 rejects 2^64")
-t.raises(function() cuda.u64(1.5) end, "out of range", "u64 rejects 1.5")
+t.raises(function() cuda.u64(1.5) end, "uint64 expects an integer, got 1.5", "u64 rejects 1.5, as not an integer")
 t.is(cuda.i32(7.0).value, 7, "a float with an integer value is accepted")
 t.raises(function() cuda.i32(0/0) end, "expects an integer", "NaN is not an integer")
 t.is(cuda.f64(1/3).value, 1/3, "f64 keeps a double exactly")
