@@ -157,7 +157,10 @@ static void mark_used(const char *path)
     }
   }
   last = now[1] = now[0];
-  utimensat(AT_FDCWD, path, now, 0);
+  /* Only the owner may set a given time; a writer of another's entry (a
+   * shared, group-writable cache) may still set "now", to the tick. */
+  if (utimensat(AT_FDCWD, path, now, 0) != 0)
+    utimensat(AT_FDCWD, path, NULL, 0);
 }
 
 /* 1 when buf (size bytes) is a sound entry stored under digest. */
