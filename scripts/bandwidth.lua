@@ -64,8 +64,8 @@ local function run_sweep(dev, args)
 end
 
 -- The overlap problem's costs from the pinned copy-engine fits, or nil and why.
-local function pipeline_costs(sweep, bytes, kernel_ms)
-  local costs = {bytes = bytes, kernel_ms = kernel_ms}
+local function pipeline_costs(sweep, bytes)
+  local costs = {bytes = bytes}
   for _, path in ipairs{"h2d", "d2h", "both"} do
     local s = bandwidth.find(sweep, path, "pinned", "copy")
     if not (s and s.fit) then return nil, ("the prediction needs the fit of %s pinned copy"):format(path) end
@@ -77,7 +77,7 @@ end
 -- The kernel's time and a queued copy's cost: measured with --overlap (the pipeline's limits), else
 -- the slower copy's time (a balanced pipeline) and the "both" fit's fixed cost.
 local function predict(sweep, bytes, measured)
-  local costs, why = pipeline_costs(sweep, bytes, 0)
+  local costs, why = pipeline_costs(sweep, bytes)
   print()
   if not costs then print("(no prediction: " .. why .. ")") return nil end
   local assumed = not measured
@@ -86,7 +86,7 @@ local function predict(sweep, bytes, measured)
   costs.queued_us = measured and measured.copy_cost_us > 0 and measured.copy_cost_us or nil
   local best = bandwidth.best_chunks(costs)
   print(("--- Predicted overlap pipeline, %s each way, kernel %.3f ms, %.1f us a chunk%s ---"):format(
-    cli.format_bytes(bytes), costs.kernel_ms, costs.queued_us or costs.both.fixed_us,
+    cli.format_bytes(bytes), costs.kernel_ms, bandwidth.chunk_cost_us(costs),
     assumed and " (assumed: the slower copy, the fit's fixed cost; --overlap measures both)" or " (measured)"))
   print(("Best chunk count: %d, %.3f ms (closed form N* = %s)"):format(best.chunks, best.ms,
     best.continuous and ("%.1f"):format(best.continuous) or "n/a"))

@@ -140,7 +140,15 @@ static int make_dirs(const char *dir)
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* --- reading ----------------------------------------------------------------- */
+/* --- use times, for eviction ----------------------------------------------------- */
+
+/* <0, 0 or >0 as a is before, at or after b. */
+static int compare_times(const struct timespec *a, const struct timespec *b)
+{
+  if (a->tv_sec != b->tv_sec)
+    return a->tv_sec < b->tv_sec ? -1 : 1;
+  return (a->tv_nsec > b->tv_nsec) - (a->tv_nsec < b->tv_nsec);
+}
 
 /* Records a use of the entry at path: its times become now, to the
  * nanosecond, and later than any use this process recorded before. */
@@ -149,7 +157,7 @@ static void mark_used(const char *path)
   static struct timespec last;
   struct timespec now[2];
   clock_gettime(CLOCK_REALTIME, &now[0]);
-  if (now[0].tv_sec < last.tv_sec || (now[0].tv_sec == last.tv_sec && now[0].tv_nsec <= last.tv_nsec)) {
+  if (compare_times(&now[0], &last) <= 0) {
     now[0] = last;
     if (++now[0].tv_nsec == 1000000000L) {
       now[0].tv_sec++;
@@ -162,6 +170,8 @@ static void mark_used(const char *path)
   if (utimensat(AT_FDCWD, path, now, 0) != 0)
     utimensat(AT_FDCWD, path, NULL, 0);
 }
+
+/* --- reading ----------------------------------------------------------------- */
 
 /* 1 when buf (size bytes) is a sound entry stored under digest. */
 static int entry_is_sound(const unsigned char *buf, size_t size,
@@ -327,10 +337,7 @@ static Entry *list_entries(const char *dir, size_t *n, uint64_t *total)
 
 static int older_first(const void *a, const void *b)
 {
-  const struct timespec *x = &((const Entry *)a)->used, *y = &((const Entry *)b)->used;
-  if (x->tv_sec != y->tv_sec)
-    return x->tv_sec < y->tv_sec ? -1 : 1;
-  return (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+  return compare_times(&((const Entry *)a)->used, &((const Entry *)b)->used);
 }
 
 /* Remove the least recently used entries until the cache fits max_size. */

@@ -30,9 +30,11 @@ local has_readline = t.run("ldd " .. cudalua .. " 2>/dev/null | grep -q libreadl
 -- for input with the terminal out of canonical mode, so the next step is
 -- typed only once stty says so (a fixed pause lost that race on a busy
 -- machine). Returns the exit code and the screen.
-local IDLE = has_readline
-  and "i=0; while ! stty -F \"$(cat '%s')\" -a 2>/dev/null | grep -q -- -icanon && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done"
-  or "sleep 0.3 # %s"
+local function wait_idle(marker)
+  if not has_readline then return "sleep 0.3" end
+  return ("i=0; while ! stty -F \"$(cat '%s')\" -a 2>/dev/null | grep -q -- -icanon && [ $i -lt 600 ]; do "
+    .. "sleep 0.05; i=$((i + 1)); done"):format(marker)
+end
 local function session(steps)
   local dir = t.tmpdir()
   local commands = {}
@@ -40,8 +42,8 @@ local function session(steps)
     local marker = ("%s/ran%d"):format(dir, i)
     t.write_file(("%s/step%d"):format(dir, i), text ..
       ("local f = io.open(%q, 'w') f:write(io.popen('tty'):read('l')) f:close()\n"):format(marker))
-    commands[#commands + 1] = ("cat '%s/step%d'; while [ ! -s '%s' ]; do sleep 0.05; done; " .. IDLE)
-      :format(dir, i, marker, marker)
+    commands[#commands + 1] = ("cat '%s/step%d'; while [ ! -s '%s' ]; do sleep 0.05; done; %s")
+      :format(dir, i, marker, wait_idle(marker))
   end
   t.write_file(dir .. "/run.sh", ("{ %s; } | script -qec \"%s -i\" /dev/null\n")
     :format(table.concat(commands, "; "), cudalua))

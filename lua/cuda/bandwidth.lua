@@ -146,9 +146,10 @@ function M.fit(points)
           n = #points}
 end
 
--- Milliseconds a copy of bytes takes by a fit.
-function M.copy_ms(fit, bytes)
-  return fit.fixed_us / 1e3 + bytes / (fit.gbps * 1e6)
+-- Milliseconds a copy of bytes takes by a fit (its fixed cost replaced by
+-- fixed_us where given).
+function M.copy_ms(fit, bytes, fixed_us)
+  return (fixed_us or fit.fixed_us) / 1e3 + bytes / (fit.gbps * 1e6)
 end
 
 -- --- the overlap prediction ---------------------------------------------------------
@@ -179,9 +180,9 @@ end
 -- best_chunks minimises T over the integers 1..max_chunks exactly (the
 -- stage times are piecewise, so the closed form is a guide, reported too).
 
--- The steady state's cost per chunk on top of its bytes, in milliseconds.
-local function queued_ms(costs)
-  return (costs.queued_us or costs.both.fixed_us) / 1e3
+-- g, the steady state's cost per chunk on top of its bytes, in microseconds.
+function M.chunk_cost_us(costs)
+  return costs.queued_us or costs.both.fixed_us
 end
 
 -- costs: {bytes = B, kernel_ms = K, h2d = fit, d2h = fit, both = fit,
@@ -189,14 +190,14 @@ end
 function M.pipeline_ms(costs, n)
   local chunk = costs.bytes / n
   local h, d = M.copy_ms(costs.h2d, chunk), M.copy_ms(costs.d2h, chunk)
-  local c, k = queued_ms(costs) + chunk / (costs.both.gbps * 1e6), costs.kernel_ms / n
+  local c, k = M.copy_ms(costs.both, chunk, M.chunk_cost_us(costs)), costs.kernel_ms / n
   return h + k + d + (n - 1) * math.max(c, k)
 end
 
 -- The closed form N* of the copy-bound regime (a real number), or nil
 -- when the cost per chunk is not positive.
 function M.continuous_chunks(costs)
-  local g = queued_ms(costs)
+  local g = M.chunk_cost_us(costs) / 1e3
   local ms_per_byte = function(fit) return 1 / (fit.gbps * 1e6) end
   local numerator = costs.bytes * (ms_per_byte(costs.h2d) + ms_per_byte(costs.d2h) - ms_per_byte(costs.both))
                     + costs.kernel_ms
