@@ -355,12 +355,34 @@ local function groff_warnings(page)
   return code == 0 and err == "" and out == "", err
 end
 
+-- The pages name the installation's folders; a long prefix (distcheck's
+-- is /.../cudalua-0.2.0/_inst) must render as cleanly as a short one. The
+-- Makefile's own substitution writes them, for a prefix of 99 characters.
+local long_prefix = "/" .. ("a-long-installation-prefix/"):rep(3) .. "that-does-not-fit"
+local function long_prefix_warnings(page)
+  local file = os.tmpname()
+  local cmd = ("make -s --no-print-directory -C '%s' print-man-page PAGE=%s bindir=%s/bin"
+    .. " pkgdatadir=%s/share/cudalua LUA_CMODDIR=%s/lib/lua/5.4 LUA_LMODDIR=%s/share/lua/5.4"
+    .. " >'%s' && groff -man -Tutf8 -ww -z '%s'"):format(builddir, page, long_prefix,
+    long_prefix, long_prefix, long_prefix, file, file)
+  local code, out, err = t.run(cmd)
+  local text = io.open(file):read("a")
+  os.remove(file)
+  -- every path can break after each slash, so no line holds the raw prefix
+  local module = (long_prefix .. "/lib/lua/5.4/cuda.so"):gsub("/", "/\\:")
+  return code == 0 and err == "" and out == "" and text:find(long_prefix, 1, true) == nil
+    and text:find(module, 1, true) ~= nil, err
+end
+
 if t.run("command -v groff >/dev/null") ~= 0 then
-  t.skip("groff is not installed", 2)
+  t.skip("groff is not installed", 4)
 else
   for _, page in ipairs{"cudalua-api.3", "cudalua.1"} do
     local clean, err = groff_warnings(page)
     t.ok(clean, page .. " renders without warnings")
+    if not clean then t.diag(err) end
+    clean, err = long_prefix_warnings(page)
+    t.ok(clean, page .. " renders without warnings for a " .. #long_prefix .. "-character prefix")
     if not clean then t.diag(err) end
   end
 end
