@@ -83,7 +83,7 @@ local function predict(sweep, bytes, measured)
   local assumed = not measured
   costs.kernel_ms = measured and measured.kernel_ms
     or math.max(bandwidth.copy_ms(costs.h2d, bytes), bandwidth.copy_ms(costs.d2h, bytes))
-  costs.queued_us = measured and measured.copy_cost_us > 0 and measured.copy_cost_us or nil
+  costs.queued_us = measured and measured.copy_cost_us
   local best = bandwidth.best_chunks(costs)
   print(("--- Predicted overlap pipeline, %s each way, kernel %.3f ms, %.1f us a chunk%s ---"):format(
     cli.format_bytes(bytes), costs.kernel_ms, bandwidth.chunk_cost_us(costs),

@@ -27,6 +27,11 @@ static void range_error(lua_State *L, int i, cl_DType t)
   luaL_error(L, "%s out of range for %s", luaL_tolstring(L, i, NULL), cl_dtype_names[t]);
 }
 
+static void integer_error(lua_State *L, int i, cl_DType t)
+{
+  luaL_error(L, "%s expects an integer, got %s", cl_dtype_names[t], luaL_tolstring(L, i, NULL));
+}
+
 /* An integer in [lo, hi]; floats with an exact integer value are accepted. */
 static lua_Integer check_int(lua_State *L, int i, cl_DType t, lua_Integer lo, lua_Integer hi)
 {
@@ -35,7 +40,7 @@ static lua_Integer check_int(lua_State *L, int i, cl_DType t, lua_Integer lo, lu
   if (lua_type(L, i) != LUA_TNUMBER)
     luaL_error(L, "%s expects a number, got %s", cl_dtype_names[t], luaL_typename(L, i));
   if (!isint)
-    luaL_error(L, "%s expects an integer, got %s", cl_dtype_names[t], luaL_tolstring(L, i, NULL));
+    integer_error(L, i, t);
   if (v < lo || v > hi)
     range_error(L, i, t);
   return v;
@@ -53,8 +58,8 @@ static uint64_t check_u64(lua_State *L, int i)
   if (lua_type(L, i) != LUA_TNUMBER)
     luaL_error(L, "uint64 expects a number, got %s", luaL_typename(L, i));
   lua_Number x = lua_tonumber(L, i);
-  if (!isfinite(x) || floor(x) != x)       /* as the other integer types say */
-    luaL_error(L, "uint64 expects an integer, got %s", luaL_tolstring(L, i, NULL));
+  if (!isfinite(x) || floor(x) != x)
+    integer_error(L, i, CL_U64);
   if (!(x >= 0 && x < 18446744073709551616.0))
     range_error(L, i, CL_U64);
   return (uint64_t)x;

@@ -97,6 +97,8 @@ for _, n in ipairs{1, 2, 7, 24} do
 end
 t.near(bandwidth.continuous_chunks(queued), math.sqrt((64e6 * (1 / 55e6 + 1 / 57e6 - 1 / 45e6) + 0.3) / 1.5e-3), 1e-9,
   "continuous_chunks divides by queued_us")
+t.is(bandwidth.chunk_cost_us{both = skewed.both, queued_us = -0.4}, skewed.both.fixed_us,
+  "chunk_cost_us: a queued cost that noise made <= 0 falls back to the fit's fixed cost")
 t.ok(bandwidth.best_chunks(queued).chunks > bandwidth.best_chunks(skewed).chunks,
   "a copy cheaper queued than alone: more chunks")
 -- The H200's figures (cudalua bandwidth --overlap: the fits, a 0.3 ms

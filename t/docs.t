@@ -349,9 +349,9 @@ t.ok(has_word(plain("\\fBcuda.launch\\fR(s)"), "cuda.launch")
 
 -- --- rendering ---------------------------------------------------------------------
 
--- groff's warnings (-ww) on the pages as built, when groff is installed.
-local function groff_warnings(page)
-  local code, out, err = t.run(("groff -man -Tutf8 -ww -z '%s/man/%s'"):format(builddir, page))
+-- groff's warnings (-ww) on a page, when groff is installed.
+local function groff_warnings(file)
+  local code, out, err = t.run(("groff -man -Tutf8 -ww -z '%s'"):format(file))
   return code == 0 and err == "" and out == "", err
 end
 
@@ -363,14 +363,14 @@ local function long_prefix_warnings(page)
   local file = os.tmpname()
   local cmd = ("make -s --no-print-directory -C '%s' print-man-page PAGE=%s bindir=%s/bin"
     .. " pkgdatadir=%s/share/cudalua LUA_CMODDIR=%s/lib/lua/5.4 LUA_LMODDIR=%s/share/lua/5.4"
-    .. " >'%s' && groff -man -Tutf8 -ww -z '%s'"):format(builddir, page, long_prefix,
-    long_prefix, long_prefix, long_prefix, file, file)
-  local code, out, err = t.run(cmd)
+    .. " >'%s'"):format(builddir, page, long_prefix, long_prefix, long_prefix, long_prefix, file)
+  local written = t.run(cmd) == 0
+  local clean, err = groff_warnings(file)
   local text = io.open(file):read("a")
   os.remove(file)
   -- every path can break after each slash, so no line holds the raw prefix
   local module = (long_prefix .. "/lib/lua/5.4/cuda.so"):gsub("/", "/\\:")
-  return code == 0 and err == "" and out == "" and text:find(long_prefix, 1, true) == nil
+  return written and clean and text:find(long_prefix, 1, true) == nil
     and text:find(module, 1, true) ~= nil, err
 end
 
@@ -378,7 +378,7 @@ if t.run("command -v groff >/dev/null") ~= 0 then
   t.skip("groff is not installed", 4)
 else
   for _, page in ipairs{"cudalua-api.3", "cudalua.1"} do
-    local clean, err = groff_warnings(page)
+    local clean, err = groff_warnings(builddir .. "/man/" .. page)
     t.ok(clean, page .. " renders without warnings")
     if not clean then t.diag(err) end
     clean, err = long_prefix_warnings(page)

@@ -180,9 +180,12 @@ end
 -- best_chunks minimises T over the integers 1..max_chunks exactly (the
 -- stage times are piecewise, so the closed form is a guide, reported too).
 
--- g, the steady state's cost per chunk on top of its bytes, in microseconds.
+-- g, the steady state's cost per chunk on top of its bytes, in microseconds:
+-- a positive queued_us (a measured difference, which noise can make <= 0),
+-- else the fit's fixed cost.
 function M.chunk_cost_us(costs)
-  return costs.queued_us or costs.both.fixed_us
+  local queued = costs.queued_us
+  return queued and queued > 0 and queued or costs.both.fixed_us
 end
 
 -- costs: {bytes = B, kernel_ms = K, h2d = fit, d2h = fit, both = fit,
