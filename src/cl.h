@@ -416,6 +416,14 @@ static inline void *cl_fast_check(lua_State *L, int i, int uv, const char *tname
   return h;
 }
 
+/* HACKING.md's rule: nothing runs Lua between checking a handle and using
+ * it. A function that must allocate after its checks calls cl_gc_hold
+ * before them: it pushes one to-be-closed slot and holds the collector
+ * off (so no finalizer runs) until the function returns or raises. It
+ * does not stop metamethods, calls or host functions. */
+void cl_gc_hold(lua_State *L);
+void cl_open_gc_hold(lua_State *L);
+
 /* Add methods to a type registered earlier (Device gets create_stream
  * from stream.c, ...). */
 void cl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods);
