@@ -247,7 +247,7 @@ static int gc_holder_close(lua_State *L)
   return 0;
 }
 
-void cl_gc_hold(lua_State *L)
+int cl_gc_hold(lua_State *L)
 {
   /* 1: running; 0: stopped by the script or by an outer hold; -1 (Lua
    * 5.4.4 on): inside a finalizer, where no step runs anyway. Only a
@@ -258,6 +258,12 @@ void cl_gc_hold(lua_State *L)
   } else
     lua_pushboolean(L, 0);      /* a to-be-closed false is never closed */
   lua_toclose(L, -1);
+  return lua_gettop(L);
+}
+
+void cl_gc_release(lua_State *L, int slot)
+{
+  lua_closeslot(L, slot);
 }
 
 void cl_open_gc_hold(lua_State *L)

@@ -58,9 +58,11 @@ local function cuda_functions()
   return found
 end
 
+local reported = false
 local function report()
   local path = os.getenv("CUDALUA_GC_STRESS_LOG")
-  if not path or cycles == 0 then return end
+  if not path or reported then return end
+  reported = true
   collectgarbage("stop")
   local in_cuda, in_c = 0, 0
   local ours = cuda_functions()
@@ -79,5 +81,5 @@ end
 -- Report at os.exit too (it need not close the state) and at a normal end,
 -- when the state closes and this anchor is finalized.
 local exit = os.exit
-os.exit = function(...) report(); cycles, counts = 0, {}; return exit(...) end
+os.exit = function(...) report(); return exit(...) end
 package.loaded["cuda.gcstress"] = setmetatable({}, {__gc = report})
