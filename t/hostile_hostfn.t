@@ -23,6 +23,16 @@ if so and io.open(so) then
                              thread = true}
 end
 if cuda.is_available() then backends[#backends + 1] = {name = "gpu", env = "", thread = true} end
+-- CUDALUA_HOSTFN_BACKENDS="gpu" (a list) keeps those only: the GPU job's
+-- compute-sanitizer run has no use for the fake's
+local only = os.getenv("CUDALUA_HOSTFN_BACKENDS")
+if only then
+  for k = #backends, 1, -1 do
+    if not (" " .. only:gsub(",", " ") .. " "):find(" " .. backends[k].name .. " ", 1, true) then
+      table.remove(backends, k)
+    end
+  end
+end
 if #backends == 0 then t.skip_all("neither the fake driver nor a GPU") end
 
 local dir = t.tmpdir()
