@@ -26,6 +26,7 @@ typedef struct SMResource {
 typedef struct Context {
   int closed;
   CUgreenCtx green;             /* NULL once destroyed */
+  CUcontext ctx;                /* its context, once made current; else NULL */
   cl_Device *dev;
   int graphs;                   /* graphs captured on its streams, not yet closed */
 } Context;                      /* user values: 1 the device, 2 its streams (weak) */
@@ -228,8 +229,7 @@ static void destroy(Context *c)
   /* A graph's launch or instantiation made it current (cl_green_activate):
    * leave the device's primary context current instead, so that later
    * calls (a finalizer's release) never run in a destroyed context. */
-  CUcontext ctx = NULL;
-  if (CL_CALL(cuCtxFromGreenCtx, (&ctx, c->green)) == CUDA_SUCCESS && ctx == cl_current_ctx) {
+  if (c->ctx && c->ctx == cl_current_ctx) {
     CUcontext primary = c->dev->ctx;
     if (primary == NULL || CL_CALL(cuCtxSetCurrent, (primary)) != CUDA_SUCCESS) {
       CL_CALL(cuCtxSetCurrent, (NULL));
@@ -275,6 +275,7 @@ void cl_green_activate(lua_State *L, void *green)
   CUcontext ctx = NULL;
   CL_TRY(L, cuCtxFromGreenCtx, (&ctx, c->green));
   CL_TRY(L, cuCtxSetCurrent, (ctx));
+  c->ctx = ctx;                 /* destroy() makes the primary current instead */
   cl_current_ctx = ctx;         /* so the next cl_device_activate switches back */
 }
 
