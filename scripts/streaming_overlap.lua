@@ -9,6 +9,7 @@ local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
 local overlap = require "cuda.overlap"
+local bandwidth = require "cuda.bandwidth"
 local results = require "cuda.results"
 local report = require "cuda.overlap_report"
 
@@ -132,10 +133,15 @@ local function run_auto(p, input, base, args)
   end
   local engines = settle(found.copy_engines, "Best copy-engine schedule")
   local copies = run_copies_alone(p, input, engines.sched, base, engines.result.median_ms)
+  local bound = overlap.bound(base.limits, p.bytes)
+  print(("The bound the cost per operation implies (%.1f us a pair both ways): %d chunks, %.3f ms;"):format(
+    bandwidth.chunk_cost_us(bound.costs), bound.chunks, bound.ms))
+  print(("  the best copy-engine schedule is %.1f%% above it"):format(100 * (engines.result.median_ms / bound.ms - 1)))
   local best = found.best ~= found.copy_engines and settle(found.best, "Best of all schedules") or engines
   if best == engines then print("No schedule that lets the SMs move the data (direct, zero-copy) did better.") end
   for _, f in ipairs{found.copy_engines, found.best} do if f.graph then f.graph:close() end end
-  return {candidates = found.measured, copy_engines = engines.result, copies_alone = copies, best = best.result},
+  return {candidates = found.measured, copy_engines = engines.result, copies_alone = copies, best = best.result,
+          bound = {chunks = bound.chunks, ms = bound.ms, chunk_cost_us = bandwidth.chunk_cost_us(bound.costs)}},
          {engines, best}
 end
 
@@ -255,7 +261,7 @@ local function main(args)
   say()
   local limits = p:limits()
   local sequential = run_sequential(p, input, limits, say)
-  local base = {limit = limits.limit, sequential_ms = sequential.median_ms}
+  local base = {limit = limits.limit, sequential_ms = sequential.median_ms, limits = limits}
   local streamed = run_streamed(p, input, base, args, say)
   say("--- Limits (measured) ---")
   print(table.concat(report.limit_lines(limits), "\n"))
