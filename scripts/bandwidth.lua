@@ -167,27 +167,24 @@ local function compare_with_reference(args, sweep, op_costs)
   print(("--- Against the raw C driver API (%s), same run: time ratio cudalua / C, \u{b1} its 95%% uncertainty ---")
         :format(args.reference))
   if header[1] then print(header[1]) end
-  print(("%-6s %10s %12s %12s %16s"):format("path", "bytes", "cudalua us", "raw C us", "ratio"))
-  local rows, flags = {}, {}
+  local rows = {}
   for _, s in ipairs(sweep.series) do
     if s.engine == "copy" and (s.resource == "pinned" or s.resource == "device") then
       for _, p in ipairs(s.points) do
         local key = ("%s_%d"):format(s.path, p.bytes)
-        local theirs = figures[key] or fail(("%s did not report %s"):format(args.reference, key))
-        local r = bench.ratio({median = p.ms * 1e3, ci_lo = p.ci_lo_ms * 1e3, ci_hi = p.ci_hi_ms * 1e3}, theirs)
-        local row = {key = key, cudalua_us = p.ms * 1e3, c_us = theirs.median, ratio = r.ratio,
-                     uncertainty = r.uncertainty, outside = r.outside}
-        print(("%-6s %10d %12.2f %12.2f %16s%s"):format(s.path, p.bytes, row.cudalua_us, row.c_us,
-          bench.format_ratio(r), r.outside and " *" or ""))
-        flags[#flags + 1] = bench.ratio_flag(("%s %d"):format(s.path, p.bytes), r, "cudalua faster", "cudalua slower")
-        rows[#rows + 1] = row
+        rows[#rows + 1] = {label = ("%-6s %10d"):format(s.path, p.bytes), key = key,
+                           ours = {median = p.ms * 1e3, ci_lo = p.ci_lo_ms * 1e3, ci_hi = p.ci_hi_ms * 1e3},
+                           theirs = figures[key] or fail(("%s did not report %s"):format(args.reference, key))}
       end
     end
   end
-  for _, line in ipairs(flags) do print(line) end
-  print(#flags == 0 and "(every ratio within its uncertainty of 1)"
-        or ("(%d of %d ratios outside their uncertainty of 1: *)"):format(#flags, #rows))
-  local out = {program = args.reference, rows = rows, flagged = #flags}
+  local flagged
+  rows, flagged = bench.print_ratios(rows, {columns = {"path   bytes", "cudalua us", "raw C us"}, width = 17,
+                                            below = "cudalua faster", above = "cudalua slower"})
+  for _, row in ipairs(rows) do
+    row.cudalua_us, row.c_us, row.label, row.ours, row.theirs = row.ours.median, row.theirs.median
+  end
+  local out = {program = args.reference, rows = rows, flagged = flagged}
   if op_costs then
     out.op_costs, out.batch_costs = bandwidth.reference_op_costs(figures, "ops"), bandwidth.reference_op_costs(figures, "batch")
     print()

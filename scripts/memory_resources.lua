@@ -182,22 +182,9 @@ local function measure_copy(ctx, from, to, nbytes, source)
   return nbytes / stats.median / 1e6, ok, stats
 end
 
--- bench/copy_ref with the same bytes, run count and adaptive timing as our side.
-local function run_reference(path, nbytes)
-  local words = {"--bytes", nbytes, "--runs", 10}
-  if args.precision > 0 then
-    table.move({"--precision", 100 * args.precision, "--max-time", args.max_time}, 1, 4, #words + 1, words)
-  end
-  local figures, why = bench.reference(path, words, bench.REFERENCE_COLUMNS, bench.REFERENCE_SPREAD)
-  if not figures then
-    io.stderr:write("memory_resources: ", why, "\n")
-    os.exit(1)
-  end
-  return figures
-end
-
--- Each pair copy_ref measures, against ours: GB/s both sides, the ratio with its uncertainty, a flag
--- outside it, and a warning where either side's spread stayed above --precision.
+-- bench/copy_ref with the same bytes, run count and adaptive timing as our side; each pair it measures
+-- against ours: GB/s both sides, the ratio with its uncertainty, a flag outside it, and a warning where
+-- the reference's spread stayed above --precision (ours are warned of above).
 local REFERENCE_PAIRS = {
   {"pinned -> device", "h2d_pinned"}, {"device -> pinned", "d2h_pinned"},
   {"pinned pool -> device", "h2d_pinned_pool"}, {"device -> pinned pool", "d2h_pinned_pool"},
@@ -205,29 +192,32 @@ local REFERENCE_PAIRS = {
   {"device -> device", "d2d"}, {"managed -> device", "managed_prefetched_to_device"},
 }
 
-local function compare_with_reference(figures, ref)
+local function compare_with_reference(figures, nbytes)
+  local words = {"--bytes", nbytes, "--runs", 10}
+  if args.precision > 0 then table.move({"--precision", 100 * args.precision, "--max-time", args.max_time}, 1, 4, 5, words) end
+  local ref, why = bench.reference(args.reference, words, bench.REFERENCE_COLUMNS, bench.REFERENCE_SPREAD)
+  if not ref then io.stderr:write("memory_resources: ", why, "\n") os.exit(1) end
   print()
   print(("--- Against the raw C driver API (%s), same run: GB/s ratio cudalua / C, \u{b1} its 95%% uncertainty ---")
         :format(args.reference))
-  print(("%-24s %14s %14s %16s"):format("copy", "cudalua GB/s", "raw C GB/s", "ratio"))
-  local rows, lines = {}, {}
+  local rows, warnings = {}, {}
   for _, pair in ipairs(REFERENCE_PAIRS) do
     local ours, theirs = figures[pair[1]], ref[pair[2]]
     if ours and theirs then
-      local r = bench.ratio(ours, theirs)
-      print(("%-24s %14.1f %14.1f %16s%s"):format(pair[1], ours.median, theirs.median, bench.format_ratio(r),
-        r.outside and " *" or ""))
-      lines[#lines + 1] = bench.ratio_flag(pair[1], r, "cudalua slower", "cudalua faster")
-      local spread = theirs.ci_lo and (theirs.ci_hi - theirs.ci_lo) / 2 / theirs.median   -- ours: warned above
+      rows[#rows + 1] = {label = pair[1], key = pair[2], ours = ours, theirs = theirs}
+      local spread = theirs.ci_lo and (theirs.ci_hi - theirs.ci_lo) / 2 / theirs.median
       if args.precision > 0 and spread and spread > args.precision then
-        lines[#lines + 1] = ("Warning: %s, raw C: spread stays high: the median is known to \u{b1}%.1f%% after %d runs")
+        warnings[#warnings + 1] = ("Warning: %s, raw C: spread stays high: the median is known to \u{b1}%.1f%% after %d runs")
           :format(pair[1], 100 * spread, theirs.n or 0)
       end
-      rows[#rows + 1] = {pair = pair[1], key = pair[2], cudalua_gbps = ours.median, c_gbps = theirs.median,
-                         ratio = r.ratio, uncertainty = r.uncertainty, outside = r.outside}
     end
   end
-  for _, line in ipairs(lines) do print(line) end
+  bench.print_ratios(rows, {columns = {"copy", "cudalua GB/s", "raw C GB/s"}, value = "%12.1f",
+                            below = "cudalua slower", above = "cudalua faster"})
+  for _, line in ipairs(warnings) do print(line) end
+  for _, row in ipairs(rows) do
+    row.pair, row.cudalua_gbps, row.c_gbps, row.label, row.ours, row.theirs = row.label, row.ours.median, row.theirs.median
+  end
   return rows
 end
 
@@ -264,7 +254,7 @@ local function bandwidth_table(ctx)
   end
   print("(managed buffers are prefetched to the device first; '!' marks a failed check)")
   for _, warning in ipairs(warnings) do print(warning) end
-  local compared = args.reference and compare_with_reference(figures, run_reference(args.reference, nbytes))
+  local compared = args.reference and compare_with_reference(figures, nbytes)
   source:close()
   ctx.check:close()
   ctx.head_start:close(ctx.stream)

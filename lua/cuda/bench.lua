@@ -533,6 +533,32 @@ function M.ratio_flag(what, r, lower, higher)
     r.ratio < 1 and (lower or "below") or (higher or "above"))
 end
 
+-- Prints a comparison with raw C: a header of opts.columns (the label's,
+-- ours, theirs), then a line per row {label, ours, theirs} (figures as
+-- for ratio) with both medians (opts.value, default "%12.2f"), the ratio
+-- and its uncertainty ('*' outside it), then a FLAG line for each ratio
+-- outside its band (opts.below, opts.above: what a ratio under or over 1
+-- means) and a closing count. opts.width: the label column (24). Returns
+-- the rows, each with ratio, uncertainty and outside added, and the count
+-- flagged.
+function M.print_ratios(rows, opts)
+  local width, value = opts.width or 24, opts.value or "%12.2f"
+  local cols = opts.columns
+  print(("%-" .. width .. "s %12s %12s %16s"):format(cols[1], cols[2], cols[3], "ratio"))
+  local flags = {}
+  for _, row in ipairs(rows) do
+    local r = M.ratio(row.ours, row.theirs)
+    row.ratio, row.uncertainty, row.outside = r.ratio, r.uncertainty, r.outside
+    print(("%-" .. width .. "s " .. value .. " " .. value .. " %16s%s"):format(row.label, row.ours.median,
+      row.theirs.median, M.format_ratio(r), r.outside and " *" or ""))
+    flags[#flags + 1] = M.ratio_flag((row.label:gsub("%s+", " ")), r, opts.below, opts.above)
+  end
+  for _, line in ipairs(flags) do print(line) end
+  print(#flags == 0 and "(every ratio within its uncertainty of 1)"
+        or ("(%d of %d ratios outside their uncertainty of 1: *)"):format(#flags, #rows))
+  return rows, #flags
+end
+
 -- "1.23 ms (±0.04)": median, then the sample standard deviation.
 function M.format_ms(stats, digits)
   digits = digits or 2
