@@ -305,6 +305,22 @@ do
   end
   t.is(wrong, 0, "ratio: 200 random pairs against the formula")
 
+  -- the comparison printer: one line a row, the flags, the count; the rows come back filled in
+  local printed, real_print = {}, print
+  print = function(...) printed[#printed + 1] = table.concat({...}, "\t") end
+  local rows, flagged = bench.print_ratios({
+    {label = "h2d   4096", ours = {median = 6.29, ci_lo = 6.2, ci_hi = 6.4}, theirs = {median = 10.78, ci_lo = 10.6, ci_hi = 11}},
+    {label = "d2d", ours = {median = 10, ci_lo = 9, ci_hi = 11}, theirs = {median = 10.2, ci_lo = 9.5, ci_hi = 11}},
+  }, {columns = {"path", "cudalua us", "raw C us"}, width = 10, below = "cudalua faster", above = "cudalua slower"})
+  print = real_print
+  t.is(flagged, 1, "print_ratios: one ratio outside its band")
+  t.ok(rows[1].outside == true and rows[2].outside == false and math.abs(rows[1].ratio - 6.29 / 10.78) < 1e-12,
+    "print_ratios: each row's ratio and verdict")
+  t.like(printed[1] or "", "^path +cudalua us +raw C us +ratio$", "print_ratios: the header")
+  t.like(printed[2] or "", "^h2d   4096 +6%.29 +10%.78 +0%.583 \u{b1}0%.0%d%d %*$", "print_ratios: a flagged row ends in *")
+  t.like(printed[4] or "", "^FLAG h2d 4096: ratio 0%.583", "print_ratios: the flag line, the label's spaces squeezed")
+  t.is(printed[5], "(1 of 2 ratios outside their uncertainty of 1: *)", "print_ratios: the count")
+
   -- a reference's figures with and without the optional spread columns
   local dir = t.tmpdir()
   local prog = dir .. "/ref"
