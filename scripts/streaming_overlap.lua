@@ -175,33 +175,35 @@ local function compare_with_reference(args, p, limits, results, auto, engines, s
   local chunks = engines and #engines.sched.chunks or 20
   local figures, header = bench.reference(args.reference, {"--elements", p.n, "--runs", args.runs,
       "--warmup", args.warmup, "--device", args.device, "--streams", table.concat(args.streams, ","),
-      "--chunks", chunks, "--kernels", kernel_dir}, {"median", "min", "max"})
+      "--chunks", chunks, "--kernels", kernel_dir}, bench.REFERENCE_COLUMNS, bench.REFERENCE_SPREAD)
   if not figures then fail(header) end
   local rows = {
-    {"H2D alone", limits.h2d.median, "h2d"}, {"D2H alone", limits.d2h.median, "d2h"},
-    {"H2D + D2H together", limits.both.median, "both"}, {"Kernel alone", limits.kernel.median, "kernel"},
-    {"Sequential", results[1].median_ms, "sequential"},
+    {"H2D alone", limits.h2d.raw, "h2d"}, {"D2H alone", limits.d2h.raw, "d2h"},
+    {"H2D + D2H together", limits.both.raw, "both"}, {"Kernel alone", limits.kernel.raw, "kernel"},
+    {"Sequential", results[1].samples, "sequential"},
   }
   for _, r in ipairs(results) do
-    if r.streams then rows[#rows + 1] = {r.name, r.median_ms, "streams_" .. r.streams} end
+    if r.streams then rows[#rows + 1] = {r.name, r.samples, "streams_" .. r.streams} end
   end
   if engines then
     local same = engines.sched.kind == "engines" and engines.sched.ramp == 0
     local name = same and engines.sched.name or ("%s (C: 3 engine streams, %d chunks)"):format(engines.sched.name, chunks)
-    rows[#rows + 1] = {name, auto.copy_engines.median_ms, "engines_" .. chunks}
-    rows[#rows + 1] = {("Its copies alone, %d each way"):format(chunks), auto.copies_alone.median_ms, "copies_" .. chunks}
+    rows[#rows + 1] = {name, auto.copy_engines.samples, "engines_" .. chunks}
+    rows[#rows + 1] = {("Its copies alone, %d each way"):format(chunks), auto.copies_alone.samples, "copies_" .. chunks}
   end
   say()
-  print(("--- Against the raw C driver API (%s), same run ---"):format(args.reference))
+  print(("--- Against the raw C driver API (%s), same run: time ratio cudalua / C, \u{b1} its 95%% uncertainty ---")
+        :format(args.reference))
   if header[1] then say(header[1]) end
-  print(("%-44s %10s %10s %7s"):format("configuration", "cudalua", "raw C", "ratio"))
-  local out = {program = args.reference, rows = {}}
-  for _, row in ipairs(rows) do
-    local name, ours, theirs = row[1], row[2], figures[row[3]]
-    if not theirs then fail(("%s did not report %s"):format(args.reference, row[3])) end
-    print(("%-44s %7.3f ms %7.3f ms %7.3f"):format(name, ours, theirs.median, ours / theirs.median))
-    out.rows[#out.rows + 1] = {name = name, key = row[3], cudalua_ms = ours, c_ms = theirs.median,
-                               ratio = ours / theirs.median}
+  for i, row in ipairs(rows) do
+    local theirs = figures[row[3]] or fail(("%s did not report %s"):format(args.reference, row[3]))
+    rows[i] = {label = row[1], key = row[3], ours = bench.figure(row[2]), theirs = theirs}
+  end
+  local out = {program = args.reference}
+  out.rows, out.flagged = bench.print_ratios(rows, {columns = {"configuration", "cudalua ms", "raw C ms"}, width = 44,
+                                                    value = "%12.3f", below = "cudalua faster", above = "cudalua slower"})
+  for _, row in ipairs(out.rows) do
+    row.name, row.cudalua_ms, row.c_ms, row.label, row.ours, row.theirs = row.label, row.ours.median, row.theirs.median
   end
   say("(ratio = cudalua's time / raw C's time: below 1 is faster)")
   if args.graph then say("(cudalua replayed graphs of the streamed schedules; the reference issues them directly)") end
