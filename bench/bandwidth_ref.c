@@ -351,7 +351,7 @@ static void usage(FILE *out)
     "  --op-cost BYTES    also time BYTES each way as 1, 2, 4, ..., 64 copies (multiple of 256)\n"
     "  --head-start BYTES the device memset queued before each start event (default %llu; 0: none)\n"
     "  --extra-streams K  make K idle streams before the measuring ones (default 0)\n"
-    "  --idle S           only hold the device's primary context for S seconds, then exit\n"
+    "  --idle S           only hold a context, streams and buffers as a sweep does for S seconds\n"
     "  --device D         device ordinal (default 0)\n"
     "Output: '<key> <median> <min> <max> <n> <ci_lo> <ci_hi>' in microseconds per copy.\n",
     ref_prog, REF_HEAD_START_BYTES);
@@ -419,15 +419,18 @@ int main(int argc, char **argv)
   ref_device dev;
   ref_open_device(&dev, device);
   ref_print_device_header(&dev);
-  if (idle) {   /* a second process holding a context on the GPU, for experiments */
-    printf("# holding the primary context for %d s\n", idle);
+  sweep w;
+  setup(&w, &timing, top, (size_t)head, extra_streams);
+  if (idle) {   /* a second process on the GPU, holding what cudalua's sweep holds between series */
+    CHECK(cuStreamSynchronize(w.stream[0]));
+    printf("# holding the primary context, two streams, 2 x %zu bytes pinned and the head start for %d s\n",
+           top, idle);
     fflush(stdout);
     sleep((unsigned)idle);
+    teardown(&w);
     ref_close_device(&dev);
     return 0;
   }
-  sweep w;
-  setup(&w, &timing, top, (size_t)head, extra_streams);
   if (timing.precision > 0)
     printf("# %d+ runs to +-%g%% (at most %g s) after %d warm-up runs a figure", timing.runs,
            100 * timing.precision, timing.max_time, timing.warmup);
