@@ -104,8 +104,8 @@ local function predict(sweep, bytes, measured, op_costs)
     or math.max(bandwidth.copy_ms(costs.h2d, bytes), bandwidth.copy_ms(costs.d2h, bytes))
   local pair = op_costs and op_costs.both
   costs.queued_us = pair and pair.us or measured and measured.copy_cost_us
-  local source = pair and "a pair's measured cost per operation" or measured and "the limits' one-way cost of a copy"
-                 or "the fit's fixed cost"
+  local source = not (costs.queued_us and costs.queued_us > 0) and "the fit's fixed cost"
+                 or pair and "a pair's measured cost per operation" or "the limits' one-way cost of a copy"
   local best = bandwidth.best_chunks(costs)
   print(("--- Predicted overlap pipeline, %s each way, kernel %.3f ms (%s), %.1f us a chunk (%s) ---"):format(
     cli.format_bytes(bytes), costs.kernel_ms, measured and "measured" or "assumed: the slower copy",
