@@ -570,7 +570,9 @@ static const char *symbol_name(lua_State *L, int oi, const char *name)
 static int check_signature(lua_State *L, int i, cl_ArgType *types)
 {
   char why[200];
-  int n = cl_parse_signature(luaL_checkstring(L, i), types, CL_MAX_PARAMS, why, sizeof why);
+  if (lua_type(L, i) != LUA_TSTRING)
+    luaL_typeerror(L, i, "string (a declaration such as \"const float*, double, size_t\")");
+  int n = cl_parse_signature(lua_tostring(L, i), types, CL_MAX_PARAMS, why, sizeof why);
   if (n < 0)
     luaL_argerror(L, i, lua_pushfstring(L, "bad signature: %s", why));
   return n;
@@ -753,10 +755,12 @@ static void push_params(lua_State *L, int ki)
     lua_setfield(L, -2, "offset");
     lua_pushinteger(L, size);
     lua_setfield(L, -2, "size");
-    if (lua_istable(L, -3) && lua_rawgeti(L, -3, i + 1) == LUA_TSTRING && lua_rawlen(L, -1) > 0)
-      lua_setfield(L, -2, "type");
-    else
-      lua_pop(L, 1);
+    if (lua_istable(L, -3)) {
+      if (lua_rawgeti(L, -3, i + 1) == LUA_TSTRING && lua_rawlen(L, -1) > 0)
+        lua_setfield(L, -2, "type");
+      else
+        lua_pop(L, 1);
+    }
     lua_rawseti(L, -2, i + 1);
   }
 }

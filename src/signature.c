@@ -475,8 +475,11 @@ static int type_body(Decoder *D, cl_ArgType *t)
       qualify(t, "volatile");
     if (const_)
       qualify(t, "const");
-    if (restrict_)
-      qualify(t, "__restrict__");
+    if (restrict_) {
+      char inner[sizeof t->name];
+      snprintf(inner, sizeof inner, "%s", t->name);
+      set_name(t, "%s __restrict__", inner);
+    }
     add_sub(D, t);
     return 1;
   }
