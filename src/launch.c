@@ -151,7 +151,8 @@ static int config_tostring(lua_State *L)
  * resolved once when the kernel was obtained; see signature.c):
  * - a number, for an integer or floating type, converts as string.pack
  *   converts to that type: 1.0 to a double, 3 to a float, 2.0 to an int;
- *   a float with a fraction, or out of the type's range, is an error;
+ *   a float with a fraction, or out of the type's range, is an error; a
+ *   typed scalar must be of the type's size and kind, and in its range;
  * - bool takes a boolean;
  * - a pointer takes a cuda.Buffer, or a raw address as cuda.ptr(n);
  * - a type known by name only (a struct, an enum), or not known at all,
@@ -341,9 +342,14 @@ static void pack_typed_number(lua_State *L, cl_Kernel *k, int i, int n, const vo
     v.i = lua_tointeger(L, i);
   else if (lua_type(L, i) == LUA_TNUMBER)
     v.tag = NUM_FLOAT, v.f = lua_tonumber(L, i);
-  else if (cl_metatable_is(L, mt, CL_UV_SCALAR) && !((cl_Scalar *)lua_touserdata(L, i))->pointer)
-    v = scalar_num(lua_touserdata(L, i));
-  else
+  else if (cl_metatable_is(L, mt, CL_UV_SCALAR) && !((cl_Scalar *)lua_touserdata(L, i))->pointer) {
+    const cl_Scalar *sc = lua_touserdata(L, i);
+    if (cl_dtype_sizes[sc->type] != k->param_size[n - 1] ||
+        cl_dtype_is_float(sc->type) != (k->param_kind[n - 1] == CL_ARG_FLOAT))
+      typed_error(L, k, i, n, "%s for a %s parameter: a typed scalar must be of the parameter's "
+                  "size and kind (integer or floating)");
+    v = scalar_num(sc);
+  } else
     typed_error(L, k, i, n, "%s for a %s parameter, which takes a number or a typed scalar");
   *slot = 0;
   if (k->param_kind[n - 1] == CL_ARG_FLOAT)

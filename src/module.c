@@ -430,11 +430,16 @@ static void read_params(lua_State *L, cl_Kernel *k, const char *name)
 
 /* NULL when the n types fit the kernel's parameters as the driver reports
  * them (their count; each size a type knows), else why not. A kernel whose
- * parameters the driver does not report takes them from the types, laid
- * out as C lays out a struct's members, when every type knows its size. */
-static const char *types_problem(cl_Kernel *k, const cl_ArgType *types, int n, char *why,
-                                 size_t size)
+ * parameters the driver does not report takes them from declared types,
+ * laid out as C lays out a struct's members, when every type knows its
+ * size (types read from the code are not trusted that far). */
+static const char *types_problem(cl_Kernel *k, const cl_ArgType *types, int n, int declared,
+                                 char *why, size_t size)
 {
+  if (k->nparams < 0 && !declared) {
+    snprintf(why, size, "the driver does not report the kernel's parameters");
+    return why;
+  }
   if (k->nparams < 0) {
     size_t offset = 0;
     for (int i = 0; i < n; i++) {
@@ -484,7 +489,7 @@ static int set_types(lua_State *L, cl_Kernel *k, int ki, const cl_ArgType *types
                      int declared)
 {
   char why[200];
-  if (types_problem(k, types, n, why, sizeof why)) {
+  if (types_problem(k, types, n, declared, why, sizeof why)) {
     lua_pop(L, 1);
     if (declared)
       luaL_error(L, "the signature does not fit kernel '%s': %s", k->name, why);

@@ -178,7 +178,11 @@ local function expected(ty, v)
     if type(v) == "string" then return #v == 16 and v or nil end
     return nil   -- numbers, buffers and scalars are 8 bytes or less: a 16-byte struct takes none
   end
-  if is_scalar and not is_ptr then v = v.value end
+  if is_scalar and not is_ptr then   -- of the parameter's size and kind (integer or floating)
+    local float_type = ty[2] == "f" or ty[2] == "d"
+    if v.size ~= #string.pack(ty[2], 0) or (v.dtype:match("^float") ~= nil) ~= float_type then return nil end
+    v = v.value
+  end
   if math.type(v) == nil then return nil end
   if ty[2] == "f" and math.type(v) == "float" and v == v and math.abs(v) ~= math.huge and math.abs(v) > 3.4028234663852886e38 then
     return nil
@@ -261,6 +265,11 @@ t.like(launch_error(kernels[14], "short"), "a string of 5 bytes for a parameter 
 t.like(launch_error(kernels[14], 3), "a number cannot fill this parameter %(the parameter is 16 bytes; a struct takes a string",
        "a number for a struct")
 t.like(launch_error(kernels[7], cuda.ptr(8)), "cuda%.ptr%(0x8%) for a int parameter", "cuda.ptr for an int")
+t.like(launch_error(kernels[11], cuda.f64(1)), "cuda%.f64%(1%.0%) for a float parameter: a typed scalar must be of the parameter's size",
+       "a typed scalar of another size")
+t.like(launch_error(kernels[7], cuda.f32(1)), "cuda%.f32%(1%.0%) for a int parameter: a typed scalar must be of the parameter's size and kind",
+       "a typed scalar of another kind")
+t.like(launch_error(kernels[8], cuda.i32(-1)), "cuda%.i32%(%-1%) is out of range for unsigned int", "a typed scalar out of range")
 t.is(tostring(cuda.ptr(255)), "cuda.ptr(0xff)", "cuda.ptr's tostring")
 t.raises(function() cuda.ptr(-1) end, "out of range for uint64", "cuda.ptr(-1)")
 t.raises(function() cuda.ptr(1.5) end, "uint64 expects an integer", "cuda.ptr(1.5)")
@@ -329,10 +338,9 @@ extern "C" __global__ void k(u64 n, float x) {}
 -- --- PTX: the driver reports no parameters; a signature lays them out --------------
 local ptx = cuda.Program([[extern "C" __global__ void p(double a, int b, char c, float *d) {}]], "c++",
                          {arch = "sm_90"}):compile("ptx")
-t.ok(pcall(cuda.launch, s, one, ptx:get_kernel("p"), 1.0, 2, 3, cuda.ptr(0)),
-     "compiled PTX: the source's declaration lays the parameters out")
-t.raises(function() cuda.launch(s, one, cuda.ObjectCode.from_data(ptx.code):get_kernel("p"), 1.5, 2, 3, cuda.ptr(0)) end,
-         "did not report the parameters of kernel 'p': declare its signature", "PTX alone: no parameters without a signature")
+t.raises(function() cuda.launch(s, one, ptx:get_kernel("p"), 1.5, 2, 3, cuda.ptr(0)) end,
+         "did not report the parameters of kernel 'p': declare its signature",
+         "no parameters without a signature (types read from the source do not lay them out)")
 local pk = cuda.ObjectCode.from_data(ptx.code):get_kernel("p", "double, int, char, float*")
 local offsets = {}
 for i, q in ipairs(pk.params) do offsets[i] = q.offset .. "+" .. q.size end

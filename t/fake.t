@@ -8,7 +8,7 @@ local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local cudalua = t.cudalua()
 
-t.plan(65)
+t.plan(66)
 
 -- the GPU suites, whole, under the fake; what only a GPU can show may fail:
 -- work still running when the host looks (the fake runs it at issue time),
@@ -22,7 +22,7 @@ local needs_asynchrony = {
              "a rectangle per operation"},
 }
 for _, name in ipairs{"device", "stream", "memory", "buffer", "view", "program", "cache",
-                      "lua_modules", "scripts"} do
+                      "lua_modules", "scripts", "args_gpu"} do
   local path = os.getenv("CUDALUA_SRCDIR") .. "/t/" .. name .. ".t"
   local code, out = t.run(cudalua .. " '" .. path .. "'")
   local failures, excused = "", 0

@@ -66,12 +66,34 @@ static void echo_params(CUfunction fn, const unsigned char *args)
   memcpy(out, args + offset, end - offset);
 }
 
+/* span2d_scale(struct {float *data; long rows, cols, stride;} m, float s):
+ * a struct by value, t/args_gpu.t's mdspan. */
+static void span2d_scale(CUfunction fn, const unsigned char *args)
+{
+  size_t m = 0, sp = 0, size = 0;
+  if (fake_function_nparams(fn) != 2 || fake_function_param(fn, 0, &m, &size) != CUDA_SUCCESS ||
+      size != 32 || fake_function_param(fn, 1, &sp, &size) != CUDA_SUCCESS || size != 4)
+    return;
+  float *data = (float *)(uintptr_t)param_u64(args + m), s = param_f32(args + sp);
+  int64_t rows, cols, stride;
+  memcpy(&rows, args + m + 8, 8);
+  memcpy(&cols, args + m + 16, 8);
+  memcpy(&stride, args + m + 24, 8);
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++)
+      data[i * stride + j] *= s;
+}
+
 void fake_kernel_run(CUfunction fn, const unsigned char *args)
 {
   Param params[FAKE_MAX_PARAMS];
   int n = fake_function_nparams(fn);
   if (strstr(fake_function_name(fn), "echo_params")) {
     echo_params(fn, args);
+    return;
+  }
+  if (strcmp(fake_function_name(fn), "span2d_scale") == 0) {
+    span2d_scale(fn, args);
     return;
   }
   for (int i = 0; i < n && i < FAKE_MAX_PARAMS; i++) {
