@@ -29,9 +29,9 @@ local LAUNCH_TARGET = 1.15    -- the project's target for cudalua / C, launches
 local FIGURES = {
   {key = "launch_empty", label = "cuda.launch, no parameters", unit = "us", target = true},
   {key = "launch_4params", label = "cuda.launch, 4 parameters", unit = "us", target = true},
-  {key = "launch_4params_typed", label = "  the same, plain values by C type", unit = "us", target = true,
+  {key = "launch_4params_typed", label = "  plain values by C type", unit = "us", target = true,
    reference = "launch_4params"},
-  {key = "launch_4params_sized", label = "  the same, types unknown (by size)", unit = "us", target = true,
+  {key = "launch_4params_sized", label = "  types unknown, by size", unit = "us", target = true,
    reference = "launch_4params"},
   {key = "memcpy_htod_4k", label = "copy_to, 4 KiB pinned -> device", unit = "us"},
   {key = "event_record", label = "Stream:record(event)", unit = "us"},
