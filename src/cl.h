@@ -171,6 +171,10 @@ cl_Buffer *cl_push_buffer(lua_State *L, CUdeviceptr ptr, size_t size, int mri,
 /* A graph that used b is gone: the memory of a closed buffer is freed
  * with the last such graph. Never raises: it runs in finalizers. */
 void cl_buffer_graph_release(cl_Buffer *b);
+/* For a kernel's pointer parameter (launch.c): the buffer of the view at i
+ * (a cuda.View; NULL for anything else), the address of its first element
+ * in *ptr. Only for functions registered through cl_setfuncs (cl_fast_test). */
+cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr);
 /* The host address of a host-accessible buffer; raises otherwise. */
 void *cl_buffer_host(lua_State *L, int i, cl_Buffer *b);
 

@@ -154,7 +154,8 @@ static int config_tostring(lua_State *L)
  *   a float with a fraction, or out of the type's range, is an error; a
  *   typed scalar must be of the type's size and kind, and in its range;
  * - bool takes a boolean;
- * - a pointer takes a cuda.Buffer, or a raw address as cuda.ptr(n);
+ * - a pointer takes a cuda.Buffer, a view (its first element's address),
+ *   or a raw address as cuda.ptr(n);
  * - a type known by name only (a struct, an enum), or not known at all,
  *   takes a string of exactly its size (a struct by value), and numbers,
  *   buffers and typed scalars by the size rule of pack_number. */
@@ -207,9 +208,10 @@ static void inaccessible_error(lua_State *L, cl_Kernel *k, int n, const cl_Memor
                                            "device %d: %s", mr->dev->ordinal, d->ordinal, hint), 0);
 }
 
-/* A buffer's device pointer; its memory must be usable on device d. */
-static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *b,
-                        cl_Device *d, uint64_t *slot)
+/* A buffer's device pointer (or one into it, a view's); its memory must be
+ * usable on device d. */
+static void pack_address(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *b,
+                         CUdeviceptr ptr, cl_Device *d, uint64_t *slot)
 {
   if (!cl_buffer_is_open(b))
     arg_error(L, k, n, "%s", "the cuda.Buffer is closed", 0);
@@ -220,7 +222,24 @@ static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *
     inaccessible_error(L, k, n, b->mr, d);
   if (size != 8)
     arg_error(L, k, n, "%s (the parameter is %d bytes)", "a buffer passes an 8-byte pointer", size);
-  *slot = (uint64_t)b->ptr;
+  *slot = (uint64_t)ptr;
+}
+
+static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *b,
+                        cl_Device *d, uint64_t *slot)
+{
+  pack_address(L, k, n, size, b, b->ptr, d, slot);
+}
+
+/* A view at i: the address of its first element; 0 when i is no view. */
+static int pack_view(lua_State *L, cl_Kernel *k, int i, int n, int size, cl_Device *d,
+                     uint64_t *slot)
+{
+  CUdeviceptr ptr;
+  cl_Buffer *b = cl_view_pointer(L, i, &ptr);
+  if (b)
+    pack_address(L, k, n, size, b, ptr, d, slot);
+  return b != NULL;
 }
 
 /* A plain number for a parameter of unknown type, by its size alone:
@@ -368,10 +387,10 @@ static void pack_pointer(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d,
   else if (cl_metatable_is(L, mt, CL_UV_SCALAR) && (sc = lua_touserdata(L, i))->pointer)
     *slot = sc->v.u64;
   else if (lua_isnil(L, i))
-    typed_error(L, k, i, n, "%s for a %s parameter, which takes a cuda.Buffer or "
+    typed_error(L, k, i, n, "%s for a %s parameter, which takes a cuda.Buffer, a view or "
                 "cuda.ptr(address) (a null pointer is cuda.ptr(0))");
-  else
-    typed_error(L, k, i, n, "%s for a %s parameter, which takes a cuda.Buffer or "
+  else if (!pack_view(L, k, i, n, 8, d, slot))
+    typed_error(L, k, i, n, "%s for a %s parameter, which takes a cuda.Buffer, a view or "
                 "cuda.ptr(address)");
 }
 
@@ -407,7 +426,7 @@ static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device 
                 lua_pushfstring(L, "a %d-byte %s", (int)cl_dtype_sizes[sc->type],
                                 sc->pointer ? "cuda.ptr" : cl_dtype_names[sc->type]), size);
     memcpy(slot, sc->v.bytes, 8);
-  } else
+  } else if (!pack_view(L, k, i, n, size, d, slot))
     arg_error(L, k, n, "got %s; expected a cuda.Buffer, a typed scalar, a number or "
               "a string of the parameter's %d bytes", luaL_typename(L, i), size);
   return slot;

@@ -153,6 +153,8 @@ t.is(kernels[14].params[2].size, 16, "a struct's size comes from the driver")
 
 local out = pinned:allocate(64)
 local dbuf = dev.memory_resource:allocate(256, s)
+local viewed = pinned:allocate(64)
+local VIEW = viewed:view("float32"):range(3, 6)   -- its first element is 8 bytes in
 local one = cuda.LaunchConfig{grid = 1, block = 1}
 
 -- What cudalua must pass, computed independently: what string.pack gives
@@ -173,6 +175,7 @@ local function expected(ty, v)
   elseif name == "const float*" then
     if is_buffer then return string.pack("<J", v.ptr) end
     if is_ptr then return string.pack("<J", v.value) end
+    if v == VIEW then return string.pack("<J", viewed.ptr + 8) end
     return nil
   elseif name == "Span" then
     if type(v) == "string" then return #v == 16 and v or nil end
@@ -217,6 +220,7 @@ local function random_value()
 end
 for _ = 1, 30 do VALUES[#VALUES + 1] = random_value() end
 VALUES[#VALUES + 1] = dbuf
+VALUES[#VALUES + 1] = VIEW
 
 local cells, wrong = 0, {}
 local POISON = ("\xA5"):rep(64)
@@ -257,7 +261,7 @@ t.like(launch_error(kernels[5], 40000), "40000 is out of range for short", "4000
 t.like(launch_error(kernels[4], -1), "%-1 is out of range for unsigned char", "-1 for an unsigned char")
 t.like(launch_error(kernels[11], 1e300), "1e%+300 is out of range for float", "1e300 for a float")
 t.like(launch_error(kernels[1], 1), "1 for a bool parameter, which takes true or false", "1 for a bool")
-t.like(launch_error(kernels[13], 4096), "4096 for a pointer parameter, which takes a cuda%.Buffer or cuda%.ptr%(address%)",
+t.like(launch_error(kernels[13], 4096), "4096 for a pointer parameter, which takes a cuda%.Buffer, a view or cuda%.ptr%(address%)",
        "an address needs cuda.ptr")
 t.like(launch_error(kernels[13], nil), "a null pointer is cuda%.ptr%(0%)", "nil for a pointer")
 t.like(launch_error(kernels[12], "x"), "a string for a double parameter, which takes a number", "a string for a double")

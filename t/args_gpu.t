@@ -76,17 +76,23 @@ s:sync()
 t.is(compare(received(), {1.0, 0.0, 2, math.mininteger, 1, data.ptr, span}), "",
      "1.0, 0, 2.0, 2^63, true, a buffer and a struct arrive bit for bit")
 
--- random values of every type
+-- random values of every type; the pointer a buffer, a view or cuda.ptr
 math.randomseed(seed)
+local pbuf = pinned:allocate(64)
+local pview = pbuf:view("float32"):range(2, 10)   -- its first element is 4 bytes in
+local function random_pointer()
+  local r = math.random(3)
+  return r == 1 and data or r == 2 and pview or cuda.ptr(data.ptr + 4 * math.random(0, 255))
+end
 local function random_values()
   local f32 = string.unpack("<f", string.pack("<f", (math.random() - 0.5) * 1e6))
   return {(math.random() - 0.5) * 2.0 ^ math.random(-60, 60), f32, math.random(-2^31, 2^31 - 1),
           math.random(0, math.maxinteger), math.random(0, 1) == 1,
-          math.random(0, 1) == 1 and data or cuda.ptr(data.ptr + 4 * math.random(0, 255)),
+          random_pointer(),
           string.pack("<Jj", math.random(0, math.maxinteger), math.random(math.mininteger, math.maxinteger))}
 end
 local function expected(v)
-  local ptr = type(v[6]) == "userdata" and (v[6].ptr or v[6].value)
+  local ptr = v[6] == pview and pbuf.ptr + 4 or (v[6].ptr or v[6].value)
   return {v[1], v[2], v[3], v[4], v[5] and 1 or 0, ptr, v[7]}
 end
 local bad = ""
@@ -108,7 +114,7 @@ t.raises(function() cuda.launch(s, one, k, out, 1.0, 0, 2, -1, true, data, span)
 t.raises(function() cuda.launch(s, one, k, out, 1.0, 0, 2, 0, 1, data, span) end,
          "argument 6: 1 for a bool parameter", "1 for a bool")
 t.raises(function() cuda.launch(s, one, k, out, 1.0, 0, 2, 0, true, data.ptr, span) end,
-         "argument 7: %d+ for a pointer parameter, which takes a cuda%.Buffer or cuda%.ptr", "an address for a pointer")
+         "argument 7: %d+ for a pointer parameter, which takes a cuda%.Buffer, a view or cuda%.ptr", "an address for a pointer")
 t.raises(function() cuda.launch(s, one, k, out, 1.0, 0, 2, 0, true, data, span:sub(2)) end,
          "argument 8: a string of 15 bytes for a parameter of 16 bytes", "a struct of the wrong size")
 s:sync()
