@@ -577,7 +577,11 @@ static int check_signature(lua_State *L, int i, cl_ArgType *types)
   char why[200];
   if (lua_type(L, i) != LUA_TSTRING)
     luaL_typeerror(L, i, "string (a declaration such as \"const float*, double, size_t\")");
-  int n = cl_parse_signature(lua_tostring(L, i), types, CL_MAX_PARAMS, why, sizeof why);
+  size_t len;
+  const char *sig = lua_tolstring(L, i, &len);
+  if (strlen(sig) != len)
+    luaL_argerror(L, i, "bad signature: it has a NUL byte");
+  int n = cl_parse_signature(sig, types, CL_MAX_PARAMS, why, sizeof why);
   if (n < 0)
     luaL_argerror(L, i, lua_pushfstring(L, "bad signature: %s", why));
   return n;
