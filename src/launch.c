@@ -167,32 +167,35 @@ static int arg_error(lua_State *L, cl_Kernel *k, int n, const char *fmt, const c
                     lua_pushfstring(L, fmt, detail, size));
 }
 
-/* The C spelling of a kind of the given size, for errors. */
+/* The C spelling of a kind of the given size, with its article, for errors. */
 static const char *kind_name(int kind, int size)
 {
   static const char *const ints[3][4] = {
-    {"char", "short", "int", "long long"},
-    {"signed char", "short", "int", "long long"},
-    {"unsigned char", "unsigned short", "unsigned int", "unsigned long long"}};
+    {"a char", "a short", "an int", "a long long"},
+    {"a signed char", "a short", "an int", "a long long"},
+    {"an unsigned char", "an unsigned short", "an unsigned int", "an unsigned long long"}};
   int w = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : 3;
   switch (kind) {
-  case CL_ARG_BOOL: return "bool";
+  case CL_ARG_BOOL: return "a bool";
   case CL_ARG_INT: return ints[0][w];
   case CL_ARG_SINT: return ints[1][w];
   case CL_ARG_UINT: return ints[2][w];
-  case CL_ARG_FLOAT: return size == 4 ? "float" : "double";
-  case CL_ARG_PTR: return "pointer";
-  default: return "struct";
+  case CL_ARG_FLOAT: return size == 4 ? "a float" : "a double";
+  case CL_ARG_PTR: return "a pointer";
+  default: return "a struct";
   }
 }
 
 /* An error about argument n for a parameter of a known type: fmt's
- * arguments are the value (as tostring) and the type's name. */
+ * arguments are the value (as tostring, which may run a metamethod: the
+ * kernel is read first) and the type's name. */
 static int typed_error(lua_State *L, cl_Kernel *k, int i, int n, const char *fmt)
 {
-  const char *value = lua_type(L, i) == LUA_TSTRING ? "a string" : luaL_tolstring(L, i, NULL);
+  char name[sizeof k->name];
   const char *type = kind_name(k->param_kind[n - 1], k->param_size[n - 1]);
-  return luaL_error(L, "cuda.launch: kernel '%s' argument %d: %s", k->name, n,
+  memcpy(name, k->name, sizeof name);
+  const char *value = lua_type(L, i) == LUA_TSTRING ? "a string" : luaL_tolstring(L, i, NULL);
+  return luaL_error(L, "cuda.launch: kernel '%s' argument %d: %s", name, n,
                     lua_pushfstring(L, fmt, value, type));
 }
 
@@ -365,11 +368,11 @@ static void pack_typed_number(lua_State *L, cl_Kernel *k, int i, int n, const vo
     const cl_Scalar *sc = lua_touserdata(L, i);
     if (cl_dtype_sizes[sc->type] != k->param_size[n - 1] ||
         cl_dtype_is_float(sc->type) != (k->param_kind[n - 1] == CL_ARG_FLOAT))
-      typed_error(L, k, i, n, "%s for a %s parameter: a typed scalar must be of the parameter's "
+      typed_error(L, k, i, n, "%s for %s parameter: a typed scalar must be of the parameter's "
                   "size and kind (integer or floating)");
     v = scalar_num(sc);
   } else
-    typed_error(L, k, i, n, "%s for a %s parameter, which takes a number or a typed scalar");
+    typed_error(L, k, i, n, "%s for %s parameter, which takes a number or a typed scalar");
   *slot = 0;
   if (k->param_kind[n - 1] == CL_ARG_FLOAT)
     store_float(L, k, i, n, v, slot);
@@ -387,10 +390,10 @@ static void pack_pointer(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d,
   else if (cl_metatable_is(L, mt, CL_UV_SCALAR) && (sc = lua_touserdata(L, i))->pointer)
     *slot = sc->v.u64;
   else if (lua_isnil(L, i))
-    typed_error(L, k, i, n, "%s for a %s parameter, which takes a cuda.Buffer, a view or "
+    typed_error(L, k, i, n, "%s for %s parameter, which takes a cuda.Buffer, a view or "
                 "cuda.ptr(address) (a null pointer is cuda.ptr(0))");
   else if (!pack_view(L, k, i, n, 8, d, slot))
-    typed_error(L, k, i, n, "%s for a %s parameter, which takes a cuda.Buffer, a view or "
+    typed_error(L, k, i, n, "%s for %s parameter, which takes a cuda.Buffer, a view or "
                 "cuda.ptr(address)");
 }
 
@@ -446,7 +449,7 @@ static const void *pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_De
     return slot;
   case CL_ARG_BOOL:
     if (lua_type(L, i) != LUA_TBOOLEAN)
-      typed_error(L, k, i, n, "%s for a %s parameter, which takes true or false");
+      typed_error(L, k, i, n, "%s for %s parameter, which takes true or false");
     *slot = (uint64_t)lua_toboolean(L, i);
     return slot;
   default:

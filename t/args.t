@@ -256,10 +256,10 @@ local _ = POISON
 
 -- the messages say what the parameter takes
 local function launch_error(k, v) return select(2, pcall(cuda.launch, s, one, k, out, v)) end
-t.like(launch_error(kernels[7], 2.5), "argument 2: 2%.5 is not an integer %(the parameter is int%)", "2.5 for an int")
-t.like(launch_error(kernels[5], 40000), "40000 is out of range for short", "40000 for a short")
-t.like(launch_error(kernels[4], -1), "%-1 is out of range for unsigned char", "-1 for an unsigned char")
-t.like(launch_error(kernels[11], 1e300), "1e%+300 is out of range for float", "1e300 for a float")
+t.like(launch_error(kernels[7], 2.5), "argument 2: 2%.5 is not an integer %(the parameter is an int%)", "2.5 for an int")
+t.like(launch_error(kernels[5], 40000), "40000 is out of range for a short", "40000 for a short")
+t.like(launch_error(kernels[4], -1), "%-1 is out of range for an unsigned char", "-1 for an unsigned char")
+t.like(launch_error(kernels[11], 1e300), "1e%+300 is out of range for a float", "1e300 for a float")
 t.like(launch_error(kernels[1], 1), "1 for a bool parameter, which takes true or false", "1 for a bool")
 t.like(launch_error(kernels[13], 4096), "4096 for a pointer parameter, which takes a cuda%.Buffer, a view or cuda%.ptr%(address%)",
        "an address needs cuda.ptr")
@@ -268,12 +268,12 @@ t.like(launch_error(kernels[12], "x"), "a string for a double parameter, which t
 t.like(launch_error(kernels[14], "short"), "a string of 5 bytes for a parameter of 16 bytes", "a struct's size is checked")
 t.like(launch_error(kernels[14], 3), "a number cannot fill this parameter %(the parameter is 16 bytes; a struct takes a string",
        "a number for a struct")
-t.like(launch_error(kernels[7], cuda.ptr(8)), "cuda%.ptr%(0x8%) for a int parameter", "cuda.ptr for an int")
+t.like(launch_error(kernels[7], cuda.ptr(8)), "cuda%.ptr%(0x8%) for an int parameter", "cuda.ptr for an int")
 t.like(launch_error(kernels[11], cuda.f64(1)), "cuda%.f64%(1%.0%) for a float parameter: a typed scalar must be of the parameter's size",
        "a typed scalar of another size")
-t.like(launch_error(kernels[7], cuda.f32(1)), "cuda%.f32%(1%.0%) for a int parameter: a typed scalar must be of the parameter's size and kind",
+t.like(launch_error(kernels[7], cuda.f32(1)), "cuda%.f32%(1%.0%) for an int parameter: a typed scalar must be of the parameter's size and kind",
        "a typed scalar of another kind")
-t.like(launch_error(kernels[8], cuda.i32(-1)), "cuda%.i32%(%-1%) is out of range for unsigned int", "a typed scalar out of range")
+t.like(launch_error(kernels[8], cuda.i32(-1)), "cuda%.i32%(%-1%) is out of range for an unsigned int", "a typed scalar out of range")
 t.is(tostring(cuda.ptr(255)), "cuda.ptr(0xff)", "cuda.ptr's tostring")
 t.raises(function() cuda.ptr(-1) end, "out of range for uint64", "cuda.ptr(-1)")
 t.raises(function() cuda.ptr(1.5) end, "uint64 expects an integer", "cuda.ptr(1.5)")

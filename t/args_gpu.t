@@ -108,9 +108,9 @@ t.is(bad, "", "20 rounds of random values arrive bit for bit (seed " .. seed .. 
 -- what the parameter types refuse, before anything runs
 poison()
 t.raises(function() cuda.launch(s, one, k, out, 1.0, 0, 2.5, 0, true, data, span) end,
-         "argument 4: 2%.5 is not an integer %(the parameter is int%)", "2.5 for an int")
+         "argument 4: 2%.5 is not an integer %(the parameter is an int%)", "2.5 for an int")
 t.raises(function() cuda.launch(s, one, k, out, 1.0, 0, 2, -1, true, data, span) end,
-         "argument 5: %-1 is out of range for unsigned long long", "-1 for an unsigned long long")
+         "argument 5: %-1 is out of range for an unsigned long long", "-1 for an unsigned long long")
 t.raises(function() cuda.launch(s, one, k, out, 1.0, 0, 2, 0, 1, data, span) end,
          "argument 6: 1 for a bool parameter", "1 for a bool")
 t.raises(function() cuda.launch(s, one, k, out, 1.0, 0, 2, 0, true, data.ptr, span) end,

@@ -95,9 +95,9 @@ s:sync()
 t.ok(o[1] == -5 and o[3] == -70000 and o[7] == 4000000000 and o[8] == 1048576 and o[9] == 1500 and
      o[10] == 2000000, "plain numbers converted to the parameters' C types (2^20 an integer, 2 a double)")
 t.raises(function() cuda.launch(s, one, every, out, -5, -300, 1 << 32, 0, 0, 0, 0, 0, 1.5, 2.25, pv) end,
-         "argument 4: 4294967296 is out of range for int", "2^32 for an int")
+         "argument 4: 4294967296 is out of range for an int", "2^32 for an int")
 t.raises(function() cuda.launch(s, one, every, out, -5, -300, 0, 0, 0, 0, 0, 0, 1e300, 2.25, pv) end,
-         "argument 10: 1e%+300 is out of range for float", "1e300 for a float")
+         "argument 10: 1e%+300 is out of range for a float", "1e300 for a float")
 -- the same code without its source: types unknown, plain numbers take the parameter's size
 local sized = cuda.ObjectCode.from_data(obj.code):get_kernel("every_kind")
 out:fill(0, s)
