@@ -431,8 +431,8 @@ static void read_params(lua_State *L, cl_Kernel *k, const char *name)
 /* NULL when the n types fit the kernel's parameters as the driver reports
  * them (their count; each size a type knows), else why not. A kernel whose
  * parameters the driver does not report takes them from declared types,
- * laid out as C lays out a struct's members, when every type knows its
- * size (types read from the code are not trusted that far). */
+ * laid out as C lays out a struct's members, when every type is a scalar
+ * or a pointer (types read from the code are not trusted that far). */
 static const char *types_problem(cl_Kernel *k, const cl_ArgType *types, int n, int declared,
                                  char *why, size_t size)
 {
@@ -443,10 +443,10 @@ static const char *types_problem(cl_Kernel *k, const cl_ArgType *types, int n, i
   if (k->nparams < 0) {
     size_t offset = 0;
     for (int i = 0; i < n; i++) {
-      size_t align = types[i].size > 8 ? (types[i].size == 128 ? 64 : 16) : types[i].size;
-      if (types[i].size == 0) {
+      size_t align = types[i].size;
+      if (types[i].size == 0 || types[i].size > 8) {   /* a CUtensorMap's place is ptxas's */
         snprintf(why, size, "the driver does not report the kernel's parameters, and parameter "
-                 "%d (%s) has no size cudalua knows", i + 1, types[i].name);
+                 "%d (%s) has no size and alignment cudalua knows", i + 1, types[i].name);
         return why;
       }
       offset = (offset + align - 1) / align * align;
@@ -488,7 +488,7 @@ static void push_type_names(lua_State *L, const cl_ArgType *types, int n)
 static int set_types(lua_State *L, cl_Kernel *k, int ki, const cl_ArgType *types, int n,
                      int declared)
 {
-  char why[200];
+  char why[320];
   if (types_problem(k, types, n, declared, why, sizeof why)) {
     lua_pop(L, 1);
     if (declared)

@@ -134,6 +134,11 @@ template <class T> __global__ void echo_params(unsigned char *out, T v)
   const unsigned char *b = (const unsigned char *)&v;
   for (unsigned i = 0; i < sizeof v; i++) out[i] = b[i];
 }
+struct alignas(64) Desc { unsigned long long v[16]; };   // a CUtensorMap's size and alignment
+extern "C" __global__ void echo_params_tmap(unsigned char *out, const __grid_constant__ Desc d)
+{
+  for (int i = 0; i < 16; i++) ((unsigned long long *)out)[i] = d.v[i];
+}
 extern "C" __global__ void echo_params_c(unsigned char *out, /* the scale */ double x, const float *p, int n)
 {
   *(double *)out = x; *(const float **)(out + 8) = p; *(int *)(out + 16) = n;
@@ -316,6 +321,25 @@ t.raises(function() u:signature(42) end, "bad argument #1 to 'signature' %(strin
 local sd = bare:get_kernel("echo_params_c", "Out* out, struct Scale x, const float*, int")
 t.is(echo_c(sd, string.pack("<d", 0.25), dbuf, 7), string.pack("<dJi4", 0.25, dbuf.ptr, 7), "a named type takes bytes of its size")
 
+-- a 128-byte descriptor by value (a CUtensorMap's size and 64-byte alignment)
+local tm = obj:get_kernel("echo_params_tmap")
+t.ok(tm.params[2].type == "const Desc" and tm.params[2].size == 128 and tm.params[2].offset % 16 == 0,
+     "a 128-byte parameter, where the cubin places it")
+local desc = {}
+for i = 1, 128 do desc[i] = string.char(math.random(0, 255)) end
+desc = table.concat(desc)
+local big = pinned:allocate(128)
+big:view("uint8"):fill(0)
+cuda.launch(s, one, tm, big, desc)
+s:sync()
+local got = {}
+for i = 1, 128 do got[i] = string.char(big:view("uint8")[i]) end
+t.is(table.concat(got), desc, "128 random bytes arrive bit for bit")
+local declared = bare:get_kernel("echo_params_tmap", "unsigned char *out, const __grid_constant__ CUtensorMap map")
+t.is(declared.params[2].type, "const CUtensorMap", "declared as a CUtensorMap, checked as 128 bytes")
+t.raises(function() cuda.launch(s, one, declared, big, desc:sub(1, 64)) end,
+         "a string of 64 bytes for a parameter of 128 bytes", "a descriptor of the wrong size")
+
 -- declarations the source scanner must find, or must not be fooled by
 local function declared_types(source, name)
   local o = cuda.Program(source, "c++", {arch = "sm_90"}):compile("cubin")
@@ -351,7 +375,7 @@ for i, q in ipairs(pk.params) do offsets[i] = q.offset .. "+" .. q.size end
 t.is(table.concat(offsets, " "), "0+8 8+4 12+1 16+8", "laid out as C lays out a struct's members")
 t.ok(pcall(cuda.launch, s, one, pk, 1.0, 2, 3, cuda.ptr(0)), "and launched by them")
 t.raises(function() cuda.ObjectCode.from_data(ptx.code):get_kernel("p", "Span, int, char, float*") end,
-         "parameter 1 %(Span%) has no size cudalua knows", "a struct of unknown size cannot be laid out")
+         "parameter 1 %(Span%) has no size and alignment cudalua knows", "a struct of unknown size cannot be laid out")
 
 -- --- graphs: captured and built kernel nodes pack by type --------------------------
 local k3 = obj:get_kernel("echo_params_c")

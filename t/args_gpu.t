@@ -10,7 +10,7 @@ local cuda = require "cuda"
 local seed = t.seed()
 
 if not cuda.is_available() then t.skip_all("no CUDA device: " .. select(2, cuda.is_available())) end
-t.plan(21)
+t.plan(22)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -198,5 +198,30 @@ t.raises(function() cuda.launch(s, one, sk, string.pack("<!8 T j j", dm.ptr, row
          "a string of 24 bytes for a parameter of 32 bytes", "a struct one member short")
 t.raises(function() cuda.launch(s, one, sk, m, "3") end, "a string for a float parameter", "a string for a float")
 t.ok(pcall(cuda.launch, s, one, sk, m, 1), "1 for a float")
+
+-- a 128-byte CUtensorMap by value, as a TMA kernel takes it, declared
+local tsrc = [[
+typedef struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; } CUtensorMap;   // as cuda.h
+extern "C" __global__ void echo_params_tensormap(unsigned long long *out, const __grid_constant__ CUtensorMap map)
+{
+  for (int i = 0; i < 16; i++) out[i] = ((const unsigned long long *)&map)[i];
+}
+]]
+local ok_compile, tobj = pcall(function() return cuda.Program(tsrc, "c++", {arch = "sm_" .. dev.arch}):compile("cubin") end)
+if ok_compile then
+  local tk = tobj:get_kernel("echo_params_tensormap", "unsigned long long*, const __grid_constant__ CUtensorMap")
+  local desc = {}
+  for i = 1, 16 do desc[i] = string.pack("<I8", math.random(0, math.maxinteger)) end
+  desc = table.concat(desc)
+  local tout = pinned:allocate(128)
+  tout:view("uint8"):fill(0)
+  cuda.launch(s, one, tk, tout, desc)
+  s:sync()
+  local got = {}
+  for i = 1, 128 do got[i] = string.char(tout:view("uint8")[i]) end
+  t.is(table.concat(got), desc, "a CUtensorMap parameter receives the 128 bytes of a string")
+else
+  t.skip("NVRTC cannot include <cuda.h> here: " .. tostring(tobj), 1)
+end
 s:sync()
 t.done()
