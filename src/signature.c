@@ -727,9 +727,9 @@ static int builtin_type(Parser *P, const int count[SP_N], cl_ArgType *t, const c
     return parse_error(P, "'%s' is not a type", spelled);
   if (count[SP_DOUBLE] && count[SP_LONG])
     return parse_error(P, "long double is not a type CUDA kernels take");
-  if (count[SP_INT128])
-    return parse_error(P, "__int128 by value is not supported: pass it as a 16-byte string");
-  if (count[SP_VOID])
+  if (count[SP_INT128])          /* no Lua number fills it: a 16-byte string does */
+    set_type(t, CL_ARG_NAMED, 16, is_unsigned ? "unsigned __int128" : "__int128");
+  else if (count[SP_VOID])
     set_type(t, CL_ARG_VOID, 0, "void");
   else if (count[SP_BOOL])
     set_type(t, CL_ARG_BOOL, 1, "bool");
