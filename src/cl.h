@@ -182,6 +182,10 @@ cl_Buffer *cl_push_buffer(lua_State *L, CUdeviceptr ptr, size_t size, int mri,
 /* A graph that used b is gone: the memory of a closed buffer is freed
  * with the last such graph. Never raises: it runs in finalizers. */
 void cl_buffer_graph_release(cl_Buffer *b);
+/* For a kernel's pointer parameter (launch.c): the buffer of the view at i
+ * (a cuda.View; NULL for anything else), the address of its first element
+ * in *ptr. Only for functions registered through cl_setfuncs (cl_fast_test). */
+cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr);
 /* The host address of a host-accessible buffer; raises otherwise. */
 void *cl_buffer_host(lua_State *L, int i, cl_Buffer *b);
 
@@ -231,6 +235,7 @@ static inline int cl_fits_float32(double x)
  * exact width, a fill pattern, a view's operand converted to its dtype. */
 typedef struct cl_Scalar {
   cl_DType type;
+  int pointer;                  /* cuda.ptr(n): a uint64 that is an address */
   union {
     unsigned char bytes[8];
     float f32; double f64;
@@ -275,8 +280,37 @@ void cl_objectcode_push_code(lua_State *L, int oi);
  * or nil; get_kernel resolves through it. */
 void cl_objectcode_set_names(lua_State *L, int oi, int ti);
 void cl_objectcode_push_names(lua_State *L, int oi);
+/* The C++ source the code was compiled from (at si), where extern "C"
+ * kernels' declarations give their parameter types. */
+void cl_objectcode_set_source(lua_State *L, int oi, int si);
 /* A graph that launched one of o's kernels is gone (as cl_buffer_graph_release). */
 void cl_objectcode_graph_release(cl_ObjectCode *o);
+
+/* --- kernel parameter types (signature.c) --------------------------------- */
+
+/* What a parameter's type says about the Lua values it takes (launch.c).
+ * CL_ARG_NAMED is a class, struct, enum or typedef known by name only, or
+ * a type not known at all: it takes what any parameter of its size took
+ * before types were known, and bytes (a string) of its size. */
+enum { CL_ARG_NAMED, CL_ARG_BOOL, CL_ARG_INT /* either sign: char */, CL_ARG_SINT, CL_ARG_UINT,
+       CL_ARG_FLOAT, CL_ARG_PTR, CL_ARG_VOID };
+typedef struct cl_ArgType {
+  unsigned char kind;
+  unsigned short size;          /* bytes; 0 where only the driver knows */
+  char name[96];                /* "const float*", "Span<float>"; "" unknown */
+} cl_ArgType;
+
+/* The parameter types of the mangled C++ name (Itanium ABI): their count,
+ * or -1 and *why. fname gets the function's name ("ns::add<float>"). */
+int cl_demangle(const char *mangled, cl_ArgType *params, int max, char *fname, size_t fname_size,
+                const char **why);
+/* The parameter types of a declaration in C declarator syntax ("const
+ * float*, double n, Span<float>"): their count, or -1 and why. */
+int cl_parse_signature(const char *sig, cl_ArgType *params, int max, char *why, size_t why_size);
+/* Copy the parameter list of the __global__ function kernel declared in
+ * src[0..len) into out (comments blanked); 0 when there is none (or it
+ * does not fit). */
+int cl_find_declaration(const char *src, size_t len, const char *kernel, char *out, size_t size);
 
 typedef struct cl_Kernel {
   int closed;
@@ -287,8 +321,10 @@ typedef struct cl_Kernel {
   int shmem_optin;              /* largest dynamic shared memory enabled */
   size_t param_offset[CL_MAX_PARAMS];
   unsigned short param_size[CL_MAX_PARAMS];
+  unsigned char param_kind[CL_MAX_PARAMS];   /* CL_ARG_*, resolved when the kernel is made */
   char name[128];
-} cl_Kernel;                    /* user value 1: the ObjectCode */
+} cl_Kernel;                    /* user values: 1 the ObjectCode, 2 its name, 3 its parameters'
+                                 * type names (a list; nil when none is known) */
 
 cl_Kernel *cl_check_kernel(lua_State *L, int i);
 /* The CUfunction of k for device d (whose context is current). */

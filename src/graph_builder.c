@@ -291,6 +291,7 @@ static int builder_create_conditional_handle(lua_State *L)
   CL_TRY(L, cuGraphConditionalHandleCreate, (&h, b->graph, b->dev->ctx, (unsigned)def,
                                              lua_isnoneornil(L, 2) ? 0 : CU_GRAPH_COND_ASSIGN_DEFAULT));
   cl_Scalar *sc = lua_newuserdatauv(L, sizeof *sc, 0);
+  memset(sc, 0, sizeof *sc);
   sc->type = CL_U64;
   sc->v.u64 = h;
   luaL_setmetatable(L, CL_SCALAR);

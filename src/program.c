@@ -726,6 +726,7 @@ static int program_compile(lua_State *L)
   lua_pushvalue(L, 10);
   lua_setiuservalue(L, 1, PROG_LOG);
   cl_push_objectcode(L, 9, target);
+  cl_objectcode_set_source(L, -1, 5);             /* extern "C" kernels' declarations */
   if (lua_rawlen(L, 4) > 0)
     cl_objectcode_set_names(L, -1, 11);
   return 1;

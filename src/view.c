@@ -461,6 +461,15 @@ static View *check_view(lua_State *L, int i)
   return v;
 }
 
+cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr)
+{
+  View *v = cl_fast_test(L, i, CL_UV_VIEW);
+  if (!v)
+    return NULL;
+  *ptr = (CUdeviceptr)(uintptr_t)v->base;   /* host-accessible memory: one address for both */
+  return v->buf;
+}
+
 static void *element(const View *v, size_t k)
 {
   return v->base + k * cl_dtype_sizes[v->type];

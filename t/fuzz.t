@@ -165,6 +165,16 @@ local actions = {
       add("node", b:kernel(pick("node"), cuda.LaunchConfig{grid = 1, block = 32}, k, graph_buffer(),
                            cuda.f32(1), cuda.f32(0), cuda.u64(64))) end end,
   function() local o = pick("obj"); if o then return o.code and #o.code, tostring(o) end end,
+  -- typed arguments: any value for the float parameters, declared signatures, raw addresses
+  function() local k, b, s = pick("kernel"), pick("buffer"), pick("stream"); if k and b and s then
+      cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 32}, k, b, any(), any(), b.size // 4) end end,
+  function() local k = pick("kernel"); if k then
+      local sigs = {"float*, float, float, size_t", "float *data, float s, float b, unsigned long long n",
+                    "void*, float, float, uint64_t", "float*, int, int, size_t", "float*", "long float", tostring(any())}
+      k:signature(sigs[math.random(#sigs)]) end end,
+  function() return cuda.ptr(any()), cuda.parse_signature(tostring(any())), cuda.demangle(tostring(any())) end,
+  function() local o = pick("obj"); if o then
+      add("kernel", o:get_kernel("scale_and_bias", math.random(2) == 1 and "float*, float, float, size_t" or "float*, double")) end end,
   function() local o = any(); return tostring(o), o ~= nil and type(o) == "userdata" and o.device end,
   function() if fakecuda then
       local names = fakecuda.names(); fakecuda.fail(names[math.random(#names)], math.random(1, 5)) end end,
