@@ -256,7 +256,10 @@ extern const char *const cl_code_kinds[];   /* "cubin", "ptx", ..., NULL */
  * load without reading past it, else why not (written into why). A kind
  * < 0 is detected first. code is a Lua string's: code[n] is a NUL. */
 const char *cl_code_problem(const char *code, size_t n, int *kind, char *why, size_t size);
-/* Push a new ObjectCode over the code string at index codei. */
+/* 1 when s[0..n) has no byte but NULs: a compiler's output with no code. */
+int cl_is_blank(const char *s, size_t n);
+/* Push a new ObjectCode over the code string at index codei, which must
+ * pass cl_code_problem for kind: raises otherwise. */
 cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind);
 cl_ObjectCode *cl_check_objectcode(lua_State *L, int i);
 void cl_objectcode_push_code(lua_State *L, int oi);

@@ -542,7 +542,10 @@ static Getter getter(int target)
                     CL_NVRTC(nvrtcGetLTOIR),
                     "no LTO-IR: compile(\"ltoir\") needs the option link_time_optimization = true"};
   return (Getter){"nvrtcGetPTXSize", "nvrtcGetPTX", CL_NVRTC(nvrtcGetPTXSize),
-                  CL_NVRTC(nvrtcGetPTX), "no PTX"};
+                  CL_NVRTC(nvrtcGetPTX),
+                  "no PTX: with link_time_optimization NVRTC makes LTO-IR only; use "
+                  "compile(\"ltoir\") and link it with cuda.Linker (lto = true), whose "
+                  "link(\"ptx\") makes PTX of it"};
 }
 
 static void push_nvrtc_code(lua_State *L, nvrtcProgram prog, int target)
@@ -558,6 +561,8 @@ static void push_nvrtc_code(lua_State *L, nvrtcProgram prog, int target)
   r = g.get(prog, buf);
   if (r != NVRTC_SUCCESS)
     raise_nvrtc(L, r, g.get_name, "cannot get the compiled code");
+  if (cl_is_blank(buf, size))                    /* -dlto's PTX is a lone NUL */
+    luaL_error(L, "%s", g.empty);
   lua_pushlstring(L, buf, target == CL_PTX ? strnlen(buf, size) : size);
   lua_remove(L, -2);
 }
@@ -694,40 +699,43 @@ static int cache_lookup(lua_State *L, cl_ProgramCache *c, int keyi, int target)
 }
 
 /* prog:compile("cubin" | "ptx" | "ltoir" [, {name_expressions =, cache =}])
- * -> cuda.ObjectCode */
+ * -> cuda.ObjectCode. The options are read first (the cache stays at 5,
+ * anchored: an __index may have made it); the collector is held from the
+ * checks to the end, as the compile allocates. */
 static int program_compile(lua_State *L)
 {
   static const char *const known[] = {"name_expressions", "cache", NULL};
-  Program *p = check_program(L, 1);
+  luaL_checkudata(L, 1, CL_PROGRAM);
   int target = check_target(L, 2);
   cl_check_nargs(L, 3);
   lua_settop(L, 3);
   cl_check_options(L, 3, known);
   push_name_expressions(L, 3);                    /* 4 */
+  if (lua_isnil(L, 3))
+    lua_pushnil(L);                               /* 5: the cache option */
+  else
+    lua_getfield(L, 3, "cache");
+  cl_gc_hold(L);                                  /* 6 */
+  Program *p = check_program(L, 1);
   if (p->is_ptx)
     return compile_ptx_source(L, p, target, 4);
-  cl_ProgramCache *cache = NULL;
-  if (!lua_isnil(L, 3) && lua_getfield(L, 3, "cache") != LUA_TNIL)
-    cache = cl_check_open(L, -1, CL_PROGRAMCACHE);
-  else
-    cache = cl_default_cache();
-  lua_settop(L, 4);
-  lua_getiuservalue(L, 1, PROG_SOURCE);           /* 5 */
-  lua_getiuservalue(L, 1, PROG_NAME);             /* 6 */
-  lua_getiuservalue(L, 1, PROG_OPTIONS);          /* 7 */
-  push_key(L, 5, 6, 7, target, 4);                /* 8 */
-  p->cached = cache && cache_lookup(L, cache, 8, target);
-  if (!p->cached) {
-    nvrtc_compile(L, target, 4);                  /* 9 code, 10 log, 11 names */
-    if (cache)
-      cl_cache_put_lua(L, cache, 8, 9, target, 10, 11);
-  }
+  cl_ProgramCache *cache = lua_isnil(L, 5) ? cl_default_cache()
+                                           : cl_check_open(L, 5, CL_PROGRAMCACHE);
+  lua_getiuservalue(L, 1, PROG_SOURCE);           /* 7 */
+  lua_getiuservalue(L, 1, PROG_NAME);             /* 8 */
+  lua_getiuservalue(L, 1, PROG_OPTIONS);          /* 9 */
+  push_key(L, 7, 8, 9, target, 4);                /* 10 */
+  p->cached = cache && cache_lookup(L, cache, 10, target);
+  if (!p->cached)
+    nvrtc_compile(L, target, 4);                  /* 11 code, 12 log, 13 names */
+  cl_push_objectcode(L, 11, target);              /* 14: the code is checked before it is stored */
+  if (!p->cached && cache)
+    cl_cache_put_lua(L, cache, 10, 11, target, 12, 13);
   p->compiled = 1;
-  lua_pushvalue(L, 10);
+  lua_pushvalue(L, 12);
   lua_setiuservalue(L, 1, PROG_LOG);
-  cl_push_objectcode(L, 9, target);
   if (lua_rawlen(L, 4) > 0)
-    cl_objectcode_set_names(L, -1, 11);
+    cl_objectcode_set_names(L, 14, 13);
   return 1;
 }
 
@@ -783,8 +791,8 @@ static void push_options_copy(lua_State *L)
 
 static int program_fields(lua_State *L)
 {
-  Program *p = check_program(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  Program *p = check_program(L, 1);
   if (strcmp(key, "log") == 0)
     lua_getiuservalue(L, 1, PROG_LOG);
   else if (strcmp(key, "cached") == 0)
