@@ -308,8 +308,8 @@ static void push_whole_log(lua_State *L)
 
 static int linker_fields(lua_State *L)
 {
-  check_linker(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  check_linker(L, 1);
   if (strcmp(key, "log") == 0)
     push_whole_log(L);
   else if (strcmp(key, "info_log") == 0)
