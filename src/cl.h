@@ -272,7 +272,10 @@ extern const char *const cl_code_kinds[];   /* "cubin", "ptx", ..., NULL */
  * load without reading past it, else why not (written into why). A kind
  * < 0 is detected first. code is a Lua string's: code[n] is a NUL. */
 const char *cl_code_problem(const char *code, size_t n, int *kind, char *why, size_t size);
-/* Push a new ObjectCode over the code string at index codei. */
+/* 1 when s[0..n) has no byte but NULs: a compiler's output with no code. */
+int cl_is_blank(const char *s, size_t n);
+/* Push a new ObjectCode over the code string at index codei, which must
+ * pass cl_code_problem for kind: raises otherwise. */
 cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind);
 cl_ObjectCode *cl_check_objectcode(lua_State *L, int i);
 void cl_objectcode_push_code(lua_State *L, int oi);
@@ -465,14 +468,21 @@ static inline void *cl_fast_check(lua_State *L, int i, int uv, const char *tname
 
 /* HACKING.md's rule: nothing runs Lua between checking a handle and using
  * it. A function that must allocate after its checks calls cl_gc_hold
- * after them: it pushes one to-be-closed slot (its index is returned) and
- * holds the collector off, so no finalizer runs, until the function
- * returns or the slot is released. Nothing in a held section raises but
- * out of memory: release first (an error that leaves a coroutine closes
- * nothing until coroutine.close). It does not stop metamethods, calls or
- * host functions. */
+ * before them: it pushes one to-be-closed slot (its index is returned)
+ * and holds the collector off, so no finalizer runs, until the function
+ * returns or raises, or cl_gc_release closes the slot. It does not stop
+ * metamethods, calls or host functions. An error that leaves a coroutine
+ * uncaught closes its slots only at coroutine.close: cl_gc_unstick (run
+ * by every cl_check_open and hold) then gives up a hold whose thread died. */
 int cl_gc_hold(lua_State *L);
 void cl_gc_release(lua_State *L, int slot);
+extern int cl_gc_held;
+void cl_gc_unstick_slow(lua_State *L);
+static inline void cl_gc_unstick(lua_State *L)
+{
+  if (cl_gc_held)
+    cl_gc_unstick_slow(L);
+}
 void cl_open_gc_hold(lua_State *L);
 
 /* Add methods to a type registered earlier (Device gets create_stream

@@ -201,6 +201,14 @@ const char *cl_code_problem(const char *code, size_t n, int *kind, char *why, si
   return code_checks[*kind](s, n, why, size);
 }
 
+int cl_is_blank(const char *s, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (s[i] != '\0')
+      return 0;
+  return 1;
+}
+
 /* --- the kernels a library has, for "no such kernel" errors ------------------ */
 
 #define MAX_LISTED 24
@@ -276,7 +284,8 @@ static void push_names_copy(lua_State *L, int oi)
   }
 }
 
-cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind)
+/* The string at codei as an ObjectCode of kind, its bytes checked already. */
+static cl_ObjectCode *push_objectcode(lua_State *L, int codei, int kind)
 {
   codei = lua_absindex(L, codei);
   cl_ObjectCode *o = lua_newuserdatauv(L, sizeof *o, OBJ_NUV);
@@ -286,6 +295,20 @@ cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind)
   lua_pushvalue(L, codei);
   lua_setiuservalue(L, -2, OBJ_CODE);
   return o;
+}
+
+/* Every ObjectCode is made here or by from_data and from_file, which check
+ * first for their own messages: so every byte that reaches the driver,
+ * whether NVRTC, nvJitLink or a cache gave it, passed cl_code_problem. */
+cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind)
+{
+  char why[160];
+  size_t n;
+  const char *code = lua_tolstring(L, codei, &n);
+  if (cl_code_problem(code, n, &kind, why, sizeof why))
+    luaL_error(L, "cannot make a cuda.ObjectCode(%s) of %I bytes: %s", cl_code_kinds[kind],
+               (lua_Integer)n, why);
+  return push_objectcode(L, codei, kind);
 }
 
 /* kind argument: nil to detect it, else one of cl_code_kinds. */
@@ -311,7 +334,7 @@ static int push_checked_code(lua_State *L, int kind)
   const char *code = lua_tolstring(L, 1, &n);
   if (cl_code_problem(code, n, &kind, why, sizeof why))
     return luaL_argerror(L, 1, why);
-  cl_push_objectcode(L, 1, kind);
+  push_objectcode(L, 1, kind);
   return 1;
 }
 
@@ -345,21 +368,26 @@ static int objectcode_from_file(lua_State *L)
   const char *code = lua_pushlstring(L, buf, n);  /* checked as a string: NUL-terminated */
   if (cl_code_problem(code, n, &kind, why, sizeof why))
     return luaL_error(L, "cannot load '%s': %s", path, why);
-  cl_push_objectcode(L, -1, kind);
+  push_objectcode(L, -1, kind);
   return 1;
 }
 
-/* Load the library on first use; the driver keeps its own copy. */
+/* Raises for kinds the driver does not load. */
+static void check_loadable(lua_State *L, const cl_ObjectCode *o)
+{
+  if (o->kind >= CL_NLOADABLE)
+    luaL_error(L, "cuda.ObjectCode(%s) cannot be loaded: link it with cuda.Linker into a cubin "
+               "first", cl_code_kinds[o->kind]);
+}
+
+/* Load the library on first use; the driver keeps its own copy. The
+ * caller has loaded the driver and runs no Lua between its check of o and
+ * this. */
 static void load_library(lua_State *L, int oi, cl_ObjectCode *o)
 {
   size_t n;
   if (o->library)
     return;
-  if (o->kind >= CL_NLOADABLE)
-    luaL_error(L, "cuda.ObjectCode(%s) cannot be loaded: link it with cuda.Linker into a cubin "
-               "first", cl_code_kinds[o->kind]);
-  cl_driver_load(L);
-  cl_check_objectcode(L, oi);   /* loading the driver allocates: finalizers may run */
   lua_getiuservalue(L, oi, OBJ_CODE);
   const char *code = lua_tolstring(L, -1, &n);
   CUlibrary lib = NULL;
@@ -375,7 +403,9 @@ static int raise_missing_kernel(lua_State *L, int oi, cl_ObjectCode *o, const ch
 {
   lua_getiuservalue(L, oi, OBJ_CODE);
   lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+  int held = cl_gc_hold(L);     /* the names are the library's: no finalizer may unload it */
   push_kernel_list(L, o->library);
+  cl_gc_release(L, held);       /* before raising (HACKING.md) */
   return cl_raise_detail(L, CUDA_ERROR_NOT_FOUND, "cuLibraryGetKernel",
                          "no kernel named '%s' in cuda.ObjectCode(%s, %I bytes)%s", name,
                          cl_code_kinds[o->kind], n, lua_tostring(L, -1));
@@ -589,20 +619,24 @@ static int check_signature(lua_State *L, int i, cl_ArgType *types)
 
 /* obj:get_kernel(name [, signature]): a kernel name, or one of the name
  * expressions the program was compiled with ("add<float>"); the signature
- * declares its parameter types ("const float*, float*, double, size_t"). */
+ * declares its parameter types ("const float*, float*, double, size_t").
+ * The errors that need no driver come first; the library is loaded, and
+ * the object checked again right before the driver reads it. */
 static int objectcode_get_kernel(lua_State *L)
 {
   cl_ArgType declared[CL_MAX_PARAMS];
-  cl_ObjectCode *o = cl_check_objectcode(L, 1);
+  luaL_checkudata(L, 1, CL_OBJECTCODE);
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
   luaL_argcheck(L, len > 0 && strlen(name) == len, 2, "kernel name is empty or has a NUL byte");
   cl_check_nargs(L, 3);
   lua_settop(L, 3);
   int n = lua_isnil(L, 3) ? -1 : check_signature(L, 3, declared);
-  load_library(L, 1, o);
-  const char *symbol = symbol_name(L, 1, name);
-  o = cl_check_objectcode(L, 1);    /* re-checked: the calls above can run finalizers */
+  check_loadable(L, cl_check_objectcode(L, 1));
+  cl_driver_load(L);
+  const char *symbol = symbol_name(L, 1, name);   /* anchored in the names table */
+  load_library(L, 1, cl_check_objectcode(L, 1));
+  cl_ObjectCode *o = cl_check_objectcode(L, 1);   /* nothing below runs Lua before the driver call */
   CUkernel handle = NULL;
   CUresult r = CL_CALL(cuLibraryGetKernel, (&handle, o->library, symbol));
   if (r == CUDA_ERROR_NOT_FOUND)
@@ -668,8 +702,8 @@ static int objectcode_tostring(lua_State *L)
 
 static int objectcode_fields(lua_State *L)
 {
-  cl_ObjectCode *o = cl_check_objectcode(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  cl_ObjectCode *o = cl_check_objectcode(L, 1);
   if (strcmp(key, "code") == 0)
     lua_getiuservalue(L, 1, OBJ_CODE);
   else if (strcmp(key, "kind") == 0)
@@ -793,12 +827,15 @@ static int kernel_signature(lua_State *L)
  * current device. */
 static int kernel_occupancy(lua_State *L)
 {
-  cl_Kernel *k = cl_check_kernel(L, 1);
+  luaL_checkudata(L, 1, CL_KERNEL);
   lua_Integer block = luaL_checkinteger(L, 2);
   lua_Integer shmem = luaL_optinteger(L, 3, 0);
   luaL_argcheck(L, block > 0 && block <= 1 << 20, 2, "block size must be > 0");
   luaL_argcheck(L, shmem >= 0, 3, "shared memory size must be >= 0");
-  CUfunction fn = current_function(L, k);
+  cl_Device *d = cl_push_current_device(L);       /* may allocate: before the check */
+  cl_Kernel *k = cl_check_kernel(L, 1);
+  cl_device_activate(L, d);
+  CUfunction fn = cl_kernel_function(L, k, d);
   int blocks = 0;
   CL_TRY(L, cuOccupancyMaxActiveBlocksPerMultiprocessor, (&blocks, fn, (int)block, (size_t)shmem));
   lua_pushinteger(L, blocks);
@@ -829,8 +866,12 @@ static int kernel_tostring(lua_State *L)
 
 static int kernel_fields(lua_State *L)
 {
-  cl_Kernel *k = cl_check_kernel(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "params") == 0 || strcmp(key, "attributes") == 0) {
+    lua_settop(L, 2);
+    cl_gc_hold(L);                                /* tables made after the check */
+  }
+  cl_Kernel *k = cl_check_kernel(L, 1);
   if (strcmp(key, "name") == 0)
     lua_getiuservalue(L, 1, KERNEL_NAME);
   else if (strcmp(key, "params") == 0)
