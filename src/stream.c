@@ -254,15 +254,27 @@ static int event_sync(lua_State *L)
   return 0;
 }
 
+/* ev:close(): while a live graph records or waits on it, the event is
+ * closed for Lua and destroyed with the last such graph. */
 static int event_close(lua_State *L)
 {
   cl_Event *ev = luaL_checkudata(L, 1, CL_EVENT);
   if (!ev->closed) {
     ev->closed = 1;
+    if (ev->graph_refs == 0) {
+      CL_CALL(cuEventDestroy, (ev->handle));
+      ev->handle = NULL;
+    }
+  }
+  return 0;
+}
+
+void cl_event_graph_release(cl_Event *ev)
+{
+  if (--ev->graph_refs == 0 && ev->closed) {
     CL_CALL(cuEventDestroy, (ev->handle));
     ev->handle = NULL;
   }
-  return 0;
 }
 
 static void check_timing(lua_State *L, cl_Event *ev, const char *which)
