@@ -21,6 +21,12 @@
  * cudaGraphSetConditional(h, value) on the device. A body builder keeps
  * its parent alive and is usable only while the parent is open.
  *
+ * cuda.h's restrictions, refused here rather than left to the driver: a
+ * graph with conditional nodes (in it or in its bodies) is never a child
+ * graph and has one executable at a time; a body holds no event nodes,
+ * nor a child graph with some; a conditional node takes only a handle that
+ * create_conditional_handle made for its graph or one that contains it.
+ *
  * HACKING.md's rule: every method first reads its arguments and allocates
  * what it returns (a node, closed until made; a body builder; a graph),
  * then checks the builder and the handles it uses, then calls the driver
@@ -42,8 +48,11 @@ typedef struct Builder {
   cl_Device *dev;
   struct Builder *parent;       /* a conditional body's graph owner, else NULL */
   int execs;                    /* executables instantiated and not yet closed */
+  int has_conditional;          /* a conditional node in it or in its bodies */
+  int has_events;               /* an event node in it or in its child graphs */
 } Builder;                      /* user values: 1 the device, 2 its nodes, 3 the parent,
-                                 * 4 what its nodes use (a cuda.GraphRefs) */
+                                 * 4 what its nodes use (a cuda.GraphRefs),
+                                 * 5 the conditional handles it made {[handle] = true} */
 
 typedef struct Node {
   int closed;                   /* until made; then never: it lives as long as it is referenced */
@@ -150,7 +159,7 @@ static void finish_node(lua_State *L, int ni, CUgraphNode handle, int first, int
 static Builder *push_builder(lua_State *L, int parenti)
 {
   cl_Device *d = cl_check_device(L, -1);
-  Builder *b = lua_newuserdatauv(L, sizeof *b, 4);
+  Builder *b = lua_newuserdatauv(L, sizeof *b, 5);
   memset(b, 0, sizeof *b);
   b->closed = 1;
   b->dev = d;
@@ -294,6 +303,9 @@ static int builder_event_node(lua_State *L, int wait)
   CUgraphNode deps[MAX_DEPS], node;
   size_t n = begin_node(L, &b, deps);
   cl_Event *ev = cl_check_event(L, 3);
+  if (b->parent)
+    return luaL_error(L, "a conditional body cannot hold event record or wait nodes (cuda.h: "
+                         "kernel, empty, memcpy, memset, child graph and conditional nodes only)");
   cl_device_activate(L, b->dev);
   if (wait)
     CL_TRY(L, cuGraphAddEventWaitNode, (&node, b->graph, deps, n, ev->handle));
@@ -301,6 +313,7 @@ static int builder_event_node(lua_State *L, int wait)
     CL_TRY(L, cuGraphAddEventRecordNode, (&node, b->graph, deps, n, ev->handle));
     ev->recorded = 1;           /* for ev2 - ev1 after the graph ran */
   }
+  b->has_events = 1;
   finish_node(L, ni, node, 3, 3);
   lua_pushvalue(L, ni);
   return 1;
@@ -318,8 +331,14 @@ static int builder_child(lua_State *L)
   size_t n = begin_node(L, &b, deps);
   Builder *child = check_builder(L, 3);
   luaL_argcheck(L, child != b, 3, "a graph cannot be its own child");
+  luaL_argcheck(L, !child->has_conditional, 3,
+                "a graph with conditional nodes cannot be a child graph (cuda.h)");
+  if (b->parent && child->has_events)
+    return luaL_error(L, "a conditional body cannot hold event record or wait nodes, nor a "
+                         "child graph with some (cuda.h)");
   cl_device_activate(L, b->dev);
   CL_TRY(L, cuGraphAddChildGraphNode, (&node, b->graph, deps, n, child->graph));
+  b->has_events |= child->has_events;
   lua_getiuservalue(L, 1, 4);   /* the copy uses what the child's nodes use now */
   lua_getiuservalue(L, 3, 4);
   cl_graph_refs_add(L, -2, -1);
@@ -342,12 +361,43 @@ static int builder_create_conditional_handle(lua_State *L)
   sc->type = CL_U64;
   sc->v.u64 = 0;
   luaL_setmetatable(L, CL_SCALAR);
+  if (lua_getiuservalue(L, 1, 5) != LUA_TTABLE) {   /* the handles it made */
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, 1, 5);
+  }
   Builder *b = check_builder(L, 1);
   CUgraphConditionalHandle h;
   cl_device_activate(L, b->dev);
   CL_TRY(L, cuGraphConditionalHandleCreate, (&h, b->graph, b->dev->ctx, (unsigned)def, flags));
   sc->v.u64 = h;
+  lua_pushvalue(L, 3);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, 4);
+  lua_settop(L, 3);
   return 1;
+}
+
+/* Whether create_conditional_handle of the builder at bi, or of a builder
+ * whose body it is (at any depth), made the handle at hi: cuda.h lets a
+ * conditional node use a handle of its graph or of a graph containing it. */
+static int made_handle(lua_State *L, int hi, int bi)
+{
+  int top = lua_gettop(L), found = 0;
+  lua_pushvalue(L, bi);
+  while (!found && lua_type(L, -1) == LUA_TUSERDATA) {
+    if (lua_getiuservalue(L, -1, 5) == LUA_TTABLE) {
+      lua_pushvalue(L, hi);
+      found = lua_rawget(L, -2) != LUA_TNIL;
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_getiuservalue(L, -1, 3);   /* its parent, or nil */
+    lua_remove(L, -2);
+  }
+  lua_settop(L, top);
+  return found;
 }
 
 /* b:if_cond(deps, handle) and b:while_loop(deps, handle) -> node, body builder */
@@ -363,6 +413,8 @@ static int builder_conditional(lua_State *L, CUgraphConditionalNodeType type)
   Builder *b;
   CUgraphNode deps[MAX_DEPS], node;
   size_t n = begin_node(L, &b, deps);
+  luaL_argcheck(L, made_handle(L, 3, 1), 3, "the handle is not one that create_conditional_handle "
+                "made for this graph or for a graph that contains it");
   CUgraphNodeParams p;
   memset(&p, 0, sizeof p);
   p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
@@ -375,6 +427,8 @@ static int builder_conditional(lua_State *L, CUgraphConditionalNodeType type)
   body->graph = p.conditional.phGraph_out[0];
   body->parent = b;
   body->closed = 0;
+  for (Builder *a = b; a; a = a->parent)   /* each graph that contains the node */
+    a->has_conditional = 1;
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, bodyi, 3);
   finish_node(L, ni, node, bodyi, bodyi);   /* the node keeps its body */
@@ -398,6 +452,9 @@ static int builder_instantiate(lua_State *L)
   Builder *b = check_builder(L, 1);
   if (b->parent)
     return luaL_error(L, "a conditional body is instantiated with the graph that owns it");
+  if (b->has_conditional && b->execs > 0)
+    return luaL_error(L, "a graph with conditional nodes has one executable at a time (cuda.h): "
+                         "close the cuda.Graph instantiated from it first");
   cl_device_activate(L, b->dev);
   cl_graph_instantiate(L, lua_gettop(L), b->graph, 0, devi, 1, flags);
   b->execs++;

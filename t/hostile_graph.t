@@ -285,4 +285,51 @@ assert(live("events") == events, "destroyed with the graph")
 print("captured event kept")
 ]], "captured event kept")
 
+-- cuda.h: a graph with conditional nodes cannot be a child graph, and only
+-- one executable of it may exist at a time; a conditional body holds only
+-- kernel, empty, memcpy, memset, child graph and conditional nodes; a
+-- conditional handle is one that cuGraphConditionalHandleCreate made for
+-- the node's graph or one that contains it.
+local dev = cuda.Device(0)
+dev:set_current()
+local ev = dev:create_event()
+local b = cuda.Graph(dev)
+local h = b:create_conditional_handle(1)
+local _, body = b:if_cond(nil, h)
+local g1 = b:instantiate()
+t.raises(function() b:instantiate() end, "conditional nodes.*one executable",
+         "a second executable of a graph with conditional nodes")
+g1:close()
+local g2 = b:instantiate()
+t.ok(g2, "instantiated again once the first executable is closed")
+t.raises(function() cuda.Graph(dev):child(nil, b) end, "conditional nodes cannot be a child",
+         "a graph with conditional nodes as a child")
+local _, inner = body:if_cond(nil, h)             -- a handle of the graph that contains the body
+t.raises(function() cuda.Graph(dev):child(nil, body) end, "conditional nodes cannot be a child",
+         "a body with a conditional node as a child")
+t.ok(inner, "a body's conditional node takes a handle of the graph that contains it")
+t.raises(function() body:record(nil, ev) end, "conditional body.*event",
+         "an event record node in a body")
+t.raises(function() inner:wait(nil, ev) end, "conditional body.*event",
+         "an event wait node in a nested body")
+local with_event = cuda.Graph(dev)
+with_event:record(nil, ev)
+local holder = cuda.Graph(dev)
+holder:child(nil, with_event)
+t.raises(function() body:child(nil, with_event) end, "conditional body.*event",
+         "a child graph with an event node in a body")
+t.raises(function() inner:child(nil, holder) end, "conditional body.*event",
+         "a child graph whose child has an event node in a body")
+local plain = cuda.Graph(dev)
+plain:empty()
+t.ok(body:child(nil, plain), "a child graph without events in a body")
+local not_made = "not one that create_conditional_handle made for this graph"
+t.raises(function() b:if_cond(nil, cuda.u64(h.value)) end, not_made, "a cuda.u64 that is no handle")
+t.raises(function() cuda.Graph(dev):if_cond(nil, h) end, not_made, "a handle of another graph")
+local hb = body:create_conditional_handle()
+t.raises(function() b:while_loop(nil, hb) end, not_made,
+         "a body's handle in the graph that contains the body")
+t.ok(inner:if_cond(nil, hb), "a body's handle in a body of that body")
+g2:close()
+b:close()
 t.done()
