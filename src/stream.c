@@ -31,11 +31,11 @@ static cl_Event *push_event(lua_State *L, int devi, int timing, int blocking)
 {
   cl_Device *d = cl_check_device(L, devi);
   unsigned flags = (timing ? 0 : CU_EVENT_DISABLE_TIMING) | (blocking ? CU_EVENT_BLOCKING_SYNC : 0);
-  cl_device_activate(L, d);
   cl_Event *ev = lua_newuserdatauv(L, sizeof *ev, 2);
   memset(ev, 0, sizeof *ev);
   ev->closed = 1;               /* until the handle exists */
   luaL_setmetatable(L, CL_EVENT);
+  cl_device_activate(L, d);     /* after the allocation: a finalizer may make another current */
   CL_TRY(L, cuEventCreate, (&ev->handle, flags));
   ev->closed = 0;
   ev->dev = d;
@@ -145,8 +145,7 @@ static cl_Event *record_new_event(lua_State *L)
     timing = cl_opt_boolean(L, opts, "timing", 0);
     blocking = cl_opt_boolean(L, opts, "blocking_sync", 0);
   }
-  cl_check_stream(L, 1);        /* the options' metamethods may have closed it */
-  lua_getiuservalue(L, 1, 1);
+  lua_getiuservalue(L, 1, 1);   /* the device: stream_record checks the stream after */
   return push_event(L, lua_gettop(L), timing, blocking);
 }
 
@@ -155,9 +154,10 @@ static int stream_record(lua_State *L)
 {
   cl_Stream *s = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
   cl_Event *ev = cl_fast_test(L, 2, CL_UV_EVENT);
-  if (ev == NULL)
+  if (ev == NULL) {
     ev = record_new_event(L);
-  else if (ev->closed)
+    s = cl_check_stream(L, 1);  /* making the event ran Lua: a finalizer may have closed s */
+  } else if (ev->closed)
     return luaL_error(L, "%s is closed", CL_EVENT);
   else if (lua_gettop(L) != 2)
     lua_settop(L, 2);           /* costs as much as the checks: only when needed */

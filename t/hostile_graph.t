@@ -285,6 +285,28 @@ assert(live("events") == events, "destroyed with the graph")
 print("captured event kept")
 ]], "captured event kept")
 
+-- s:record() makes its event first, then checks the stream: never records
+-- on a stream a finalizer closed meanwhile (its handle gone, the driver
+-- would take the legacy default stream).
+survives("s:record() while a finalizer closes the stream", [[
+local made, refused, bad = 0, 0, {}
+local st
+local function open() return st.handle ~= nil end   -- allocates nothing while st is open
+for n = 1, 6 do
+  st = dev:create_stream()
+  stress()
+  close_at(st, n)
+  local ok, err = pcall(st.record, st)
+  local still = pcall(open)
+  calm()
+  if ok and still then made = made + 1
+  elseif ok then bad[#bad + 1] = "recorded on a stream closed meanwhile"
+  elseif tostring(err):match("cuda%.Stream is closed") then refused = refused + 1
+  else bad[#bad + 1] = tostring(err) end
+end
+report(made, refused, bad)
+]], "made [1-9]%d* refused [1-9]%d* bad 0")
+
 -- cuda.h: a graph with conditional nodes cannot be a child graph, and only
 -- one executable of it may exist at a time; a conditional body holds only
 -- kernel, empty, memcpy, memset, child graph and conditional nodes; a
