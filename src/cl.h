@@ -88,11 +88,15 @@ typedef struct cl_Event {
   int timing;
   int recorded;
   struct cl_GraphRefs *capture; /* recorded in that capture (user value 2), or NULL */
+  int graph_refs;               /* live graphs recording or waiting on it: close defers the destroy */
 } cl_Event;
 
 cl_Stream *cl_check_stream(lua_State *L, int i);
 cl_Stream *cl_opt_stream(lua_State *L, int i);    /* NULL for none/nil */
 cl_Event *cl_check_event(lua_State *L, int i);
+/* A graph that recorded or waited on ev is gone: a closed event is
+ * destroyed with the last such graph. Never raises: it runs in finalizers. */
+void cl_event_graph_release(cl_Event *ev);
 /* s:sync() and ev:sync(), host functions polled (cl_sync). */
 void cl_stream_sync(lua_State *L, cl_Stream *s);
 void cl_event_sync(lua_State *L, cl_Event *ev);
@@ -557,19 +561,23 @@ void cl_pack_kernel_args(lua_State *L, cl_Kernel *k, int first, int nargs, cl_De
 /* The grid, block and shmem of the cuda.LaunchConfig at i, for a kernel node. */
 void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p);
 
-/* An executable graph (graph.c) over graph, which it destroys on close
- * only when owns_graph; the value at refs (0 for none) is kept alive with
- * it: what the graph's nodes use. */
-void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
-                        unsigned long long flags);
+/* An executable graph (graph.c): cl_push_graph pushes one that is closed
+ * until cl_graph_instantiate (which allocates nothing) makes the graph at
+ * gi an executable of graph, which it destroys on close only when
+ * owns_graph; the value at refs (0 for none) is kept alive with it: what
+ * the graph's nodes use. */
+void cl_push_graph(lua_State *L);
+void cl_graph_instantiate(lua_State *L, int gi, CUgraph graph, int owns_graph, int devi, int refs,
+                          unsigned long long flags);
 /* What a graph uses, kept alive and counted (graph.c): a cuda.GraphRefs
- * holds a set of buffers and kernels; each counts in its buffer's (or
- * ObjectCode's) graph_refs until the holder is released, when its graph
- * is closed or the holder collected. A capture fills one as operations
+ * holds a set of buffers, kernels and events; each counts in its buffer's
+ * (or ObjectCode's, or event's) graph_refs until the holder is released,
+ * when its graph is closed or the holder collected. A capture fills one as operations
  * are issued on its streams; a cuda.Graph() builder as nodes are added. */
 void cl_push_graph_refs(lua_State *L);
-/* Add the value at vi (buffers and kernels count; a graph or a GraphRefs
- * adds what it holds; anything else is ignored) to the holder at hi. */
+/* Add the value at vi (buffers, kernels and events count; a graph or a
+ * GraphRefs adds what it holds; anything else is ignored) to the holder
+ * at hi. Runs no Lua. */
 void cl_graph_refs_add(lua_State *L, int hi, int vi);
 /* Give back the counts of the GraphRefs at hi: nothing on the GPU uses
  * what it holds any more. */
