@@ -77,7 +77,7 @@ end
 -- Root is allowed (containers), processes may outnumber cores, and every
 -- byte goes over loopback: shared memory, or TCP on lo (ob1, so that no
 -- other transport picks an interface). No ssh is needed or tried.
-local function launch(nranks) return table.concat({
+local function launch(nranks, extra) return table.concat({
   "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
   "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_plm_rsh_agent=false",
   -- Plugins stay loaded, so that leak reports can name them (t/lsan.supp).
@@ -87,7 +87,7 @@ local function launch(nranks) return table.concat({
   "LUA_CPATH='" .. core .. "'",
   "timeout 20", mpirun, "--oversubscribe -n", nranks,
   "--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo",
-  "--mca btl_vader_single_copy_mechanism none -x LUA_PATH -x LUA_CPATH", cudalua,
+  "--mca btl_vader_single_copy_mechanism none -x LUA_PATH -x LUA_CPATH", extra or "", cudalua,
 }, " ") end
 
 local function run_ranks(script, ...)
@@ -95,9 +95,9 @@ local function run_ranks(script, ...)
 end
 
 -- Every rank's checks, as TAP; a rank that did not finish is a failure.
-local function report(script, dir, rc, stderr)
+local function report(script, dir, rc, stderr, nranks)
   if not t.is(rc, 0, script .. ": mpirun exits 0") then t.diag(stderr) end
-  for rank = 0, NRANKS - 1 do
+  for rank = 0, (nranks or NRANKS) - 1 do
     local text = t.read_file(("%s/%s.%d"):format(dir, script, rank)) or ""
     for status, name, detail in text:gmatch("([^\t\n]+)\t([^\t\n]*)\t([^\n]*)\n") do
       if not t.ok(status == "ok", ("%s, rank %d: %s"):format(script, rank, name)) then t.diag(detail) end
@@ -114,6 +114,34 @@ for _, script in ipairs{"values", "buffers"} do
   local rc, _, stderr = run_ranks(script, dir, seed, NRANKS)
   report(script, dir, rc, stderr)
   os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- Device buffers through every operation, under the fake driver (device
+-- memory is host memory there; cuMemAlloc's is shared between processes,
+-- so CUDA IPC works between ranks): 2 and 4 ranks on 2 fake GPUs, with
+-- IPC, with the driver refusing it, and with staging forced.
+local fake_so = os.getenv("CUDALUA_FAKE_LIBCUDA")
+local function under_fake(mode)
+  return ("-x CUDALUA_LIBCUDA='%s' -x FAKECUDA_DEVICES=2%s%s"):format(fake_so,
+    mode == "refuse" and " -x FAKECUDA_IPC=refuse" or "", mode == "pinned" and " -x CUDALUA_MPI_STAGING=pinned" or "")
+end
+if fake_so and io.open(fake_so) then
+  for _, case in ipairs{{2, "ipc"}, {4, "ipc"}, {2, "refuse"}, {4, "refuse"}, {2, "pinned"}, {4, "pinned"}} do
+    local nranks, mode = case[1], case[2]
+    local dir = t.tmpdir()
+    local rc, _, stderr = t.run(table.concat({launch(nranks, under_fake(mode)), tdir .. "/mpi_device.lua", dir, seed, mode}, " "))
+    report(("device.%s.%d"):format(mode, nranks), dir, rc, stderr, nranks)
+    os.execute("rm -rf '" .. dir .. "'")
+  end
+  -- A rank that dies while a device message streams through the ring.
+  local began = os.time()
+  local rc, out, stderr = t.run(table.concat({launch(NRANKS, under_fake("pinned")), tdir .. "/mpi_die.lua"}, " "))
+  t.ok(rc ~= 0 and rc ~= 124, "a rank dying mid-transfer ends the job with a non-zero status, not a hang")
+  t.like(stderr, "rank 1 dies mid%-transfer", "its message is on stderr")
+  t.ok(not out:find("finished a send") and not out:find("passed the barrier"), "no rank carries on without it")
+  t.ok(os.time() - began < 15, "the job ends at once")
+else
+  t.skip("no fake driver (CUDALUA_FAKE_LIBCUDA): device buffers through cuda.mpi", 1)
 end
 
 -- cuda.results across ranks (t/mpi_results.lua): rank 0 alone prints, one
@@ -175,7 +203,7 @@ local function bandwidth_mpi(n, buffers)
     "--sizes 4K,1M --runs 3 --warmup 1 --json", dir .. "/b.json"}, " "))
   if not t.is(rc, 0, "bandwidth --mpi, " .. buffers .. " buffers: exit 0") then t.diag(stderr) end
   t.like(out, "MPI exchange between ranks 0 and 1 %((.-)%)", "bandwidth --mpi names the staging path")
-  t.ok(out:find("cuda%-aware") or out:find("pinned staging"), "the staging path is one of the two")
+  t.ok(out:find("ipc on a node") or out:find("pinned staging"), "the staging path is one of the two")
   local _, verified = out:gsub("\n" .. buffers .. "%s+[%a-]+%s+%d+ [KM]B%s+[%d.]+%s+[%d.]+%s+yes", "")
   t.is(verified, 4, "bandwidth --mpi: 2 tests x 2 sizes, each verified")
   local doc = results.read(dir .. "/b.json") or {results = {}}
