@@ -196,21 +196,30 @@ do
 end
 
 -- bandwidth --mpi: ping-pong and bidirectional between ranks 0 and 1, host
--- buffers (no GPU needed), every size verified; ranks 2 and 3 wait.
-local function bandwidth_mpi(n, buffers)
+-- buffers (no GPU needed), every size verified, each row naming its path;
+-- ranks 2 and 3 wait. Device buffers on a GPU, and under the fake driver
+-- (IPC between the ranks, then forced staging).
+local function bandwidth_mpi(n, buffers, extra, path, path_pattern)
   local dir = t.tmpdir()
-  local rc, out, stderr = t.run(table.concat({launch(n), "bandwidth --mpi --mpi-buffers", buffers,
+  local rc, out, stderr = t.run(table.concat({launch(n, extra), "bandwidth --mpi --mpi-buffers", buffers,
     "--sizes 4K,1M --runs 3 --warmup 1 --json", dir .. "/b.json"}, " "))
-  if not t.is(rc, 0, "bandwidth --mpi, " .. buffers .. " buffers: exit 0") then t.diag(stderr) end
-  t.like(out, "MPI exchange between ranks 0 and 1 %((.-)%)", "bandwidth --mpi names the staging path")
-  t.ok(out:find("ipc on a node") or out:find("pinned staging"), "the staging path is one of the two")
-  local _, verified = out:gsub("\n" .. buffers .. "%s+[%a-]+%s+%d+ [KM]B%s+[%d.]+%s+[%d.]+%s+yes", "")
-  t.is(verified, 4, "bandwidth --mpi: 2 tests x 2 sizes, each verified")
+  local what = ("bandwidth --mpi, %s buffers%s"):format(buffers, extra and ", " .. path or "")
+  if not t.is(rc, 0, what .. ": exit 0") then t.diag(stderr) end
+  t.like(out, "MPI exchange between ranks 0 and 1 %((.-)%)", what .. ": names the staging path")
+  t.ok(out:find("ipc on a node") or out:find("pinned staging"), what .. ": the staging path is one of the two")
+  local _, verified = out:gsub("\n" .. buffers .. "%s+[%a-]+%s+%d+ [KM]B%s+[%d.]+%s+[%d.]+%s+" .. (path_pattern or path or "[%a-]+") .. "%s+yes", "")
+  t.is(verified, 4, what .. ": 2 tests x 2 sizes, each verified, each naming its path")
   local doc = results.read(dir .. "/b.json") or {results = {}}
   local names = {}
-  for _, r in ipairs(doc.results) do names[#names + 1] = r.name .. (r.verified and "" or " (not verified)") end
+  for _, r in ipairs(doc.results) do
+    if r.name:find("^mpi") then names[#names + 1] = r.name .. (r.verified and "" or " (not verified)") end
+  end
   t.is(table.concat(names, ","), ("mpi ping-pong B 4096,mpi ping-pong B 1048576,mpi bidirectional B 4096,"
-    .. "mpi bidirectional B 1048576"):gsub("B", buffers), "bandwidth --mpi: the JSON holds every exchange, verified")
+    .. "mpi bidirectional B 1048576"):gsub("B", buffers), what .. ": the JSON holds every exchange, verified")
+  if buffers == "device" then
+    t.like(out, "the device's own copies at 1 MB: device to device [%d.]+ GB/s, pinned host to device [%d.]+ GB/s",
+           what .. ": the device's own rates, measured in the same run")
+  end
   os.execute("rm -rf '" .. dir .. "'")
 end
 bandwidth_mpi(NRANKS, "host")
@@ -218,6 +227,12 @@ if require("cuda").device_count() > 0 then
   bandwidth_mpi(2, "device")   -- two ranks on one GPU exchange device buffers
 else
   t.skip("no CUDA device: bandwidth --mpi with device buffers", 5)
+end
+if fake_so and io.open(fake_so) then
+  bandwidth_mpi(2, "device", under_fake("ipc"), "ipc")
+  bandwidth_mpi(2, "device", under_fake("pinned"), "staged", "[inlestagd]+")   -- 4K inline, 1M staged
+else
+  t.skip("no fake driver: bandwidth --mpi with device buffers, fake", 12)
 end
 
 -- A rank that raises an error ends the whole job, with its message.
