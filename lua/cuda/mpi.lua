@@ -54,6 +54,7 @@ local INLINE = 8192             -- payload bytes carried in the header message
 local SLOTS = 4                 -- chunks in flight through a ring
 local MAX_EXPORTS = 64          -- live exports per peer before the oldest is released
 local DEFAULT_CHUNK = 4 << 20
+local MIN_CHUNK = 256 << 10
 local HDR = "<Bjjjjjjs1s2"      -- kind, size, wire tag, chunk, export id, offset, allocation size, handle, releases
 local K_INLINE, K_STAGED, K_IPC = 1, 2, 3
 local ACK_OK, ACK_REFUSED, ACK_DROPPED = 0, 1, 2
@@ -412,7 +413,9 @@ end
 -- whole instead of through the ring (non-blocking sends).
 local function send_op(buf, size, id, dest, tag, comm, whole)
   local area = take_area()
-  local chunk = settings.chunk_size
+  -- at least 8 chunks of at least 256 KiB, so that mid-sized messages
+  -- overlap too; never more than chunk_size
+  local chunk = math.min(settings.chunk_size, math.max(MIN_CHUNK, (size + 7) // 8))
   local wtag = wire_tag(dest)
   local why, rec
   if id then why, rec = export_for(buf, id, dest) end
