@@ -1,6 +1,7 @@
 -- mpi_device.lua DIR SEED MODE: device buffers through every operation of
 -- cuda.mpi, under the fake driver (t/mpi.t starts the ranks with it), or a
--- GPU. MODE: "ipc" (ranks of one node map each other's memory), "refuse"
+-- GPU. MODE: "ipc" (ranks of one node map each other's memory), "nokernel"
+-- (ipc, without NVRTC: device allreduce falls back to the host), "refuse"
 -- (the driver refuses the mapping: FAKECUDA_IPC=refuse) or "pinned"
 -- (CUDALUA_MPI_STAGING=pinned). Chunks are small and message sizes odd, so
 -- that the staging ring wraps many times within one message.
@@ -10,6 +11,7 @@ local check = require "mpi_check"
 local dir, seed, mode = arg[1], math.tointeger(arg[2]), arg[3]
 local me, n = mpi.rank, mpi.size
 local c = check.open(dir, "device." .. mode .. "." .. n, me)
+local ipc_mode = mode == "ipc" or mode == "nokernel"
 
 local dev = cuda.Device()
 dev:set_current()
@@ -74,7 +76,7 @@ for _, case in ipairs{{"plain", plain, pool}, {"pool", pool, pool}, {"plain->hos
     c.ok(holds(into, left, tag, size), ("%s %d B: the left neighbour's bytes arrived"):format(what, size))
     local path, why = mpi.path(right)
     local want = size <= 8192 and "inline" or "staged"
-    if from_mr == plain and mode == "ipc" then want = "ipc" end
+    if from_mr == plain and ipc_mode then want = "ipc" end
     if from_mr == plain and mode == "refuse" and i == 1 and what == "plain" then want = "staged" end  -- the refused one
     c.is(path, want, ("%s %d B: the path to the right"):format(what, size))
     if from_mr == pool and mode ~= "refuse" then
@@ -100,7 +102,7 @@ do
     end
     local reused = false
     for k = 2, 4 do for j = 1, k - 1 do reused = reused or addresses[k] == addresses[j] end end
-    c.ok(reused or mode ~= "ipc" or not os.getenv("CUDALUA_LIBCUDA"), "an address came back for a later buffer",
+    c.ok(reused or not ipc_mode or not os.getenv("CUDALUA_LIBCUDA"), "an address came back for a later buffer",
          table.concat(addresses, " "))
   elseif me == 1 then
     local into = poisoned(pool, size)
@@ -173,7 +175,13 @@ for k, case in ipairs{{"float64", "sum"}, {"int32", "min"}, {"int32", "max"}, {"
   local got = to_host(b):view(dtype)
   local ok = dtype == "float64" and got:allclose(reference(dtype, op, k), 1e-12, 1e-9)
              or got:allclose(reference(dtype, op, k), 0, 0)
-  c.ok(ok, ("allreduce %s of %s device memory, on the device (%s)"):format(op, dtype, mpi.reduce_path or "kernel"))
+  c.ok(ok, ("allreduce %s of %s device memory (reduced by the %s)"):format(op, dtype, mpi.reduce_path and "host" or "kernel"))
+end
+if mode == "nokernel" and me == 0 then
+  c.ok(tostring(mpi.reduce_path):find("^host %(the reduction kernel did not build"), "without NVRTC, device allreduce says it reduced on the host",
+       tostring(mpi.reduce_path))
+elseif me == 0 then
+  c.is(mpi.reduce_path, nil, "device allreduce: the kernel on the device")
 end
 c.raises(function() mpi.allreduce(pool:allocate(6, s), "sum", "float32") end, "size 6 is not a multiple",
          "allreduce of device memory: whole elements")

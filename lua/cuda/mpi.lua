@@ -639,14 +639,22 @@ local function local_copy(src, dst)
   end
 end
 
--- Reduction kernels, per device and name; false when they cannot be built
--- (no NVRTC): then device buffers are reduced on the host.
-local kernels = {}
+-- Reduction kernels (kernels/mpi_reduce.cu), compiled once per device;
+-- false when they cannot be built (no NVRTC): then device buffers are
+-- reduced on the host, and mpi.reduce_path says why.
+local objects, kernels = {}, {}
 local function reduce_kernel(id, op, dtype)
   local name = ("mpi_reduce_%s_%s"):format(op, dtype)
   local key = id .. name
   if kernels[key] == nil then
-    local ok, k = pcall(require("cuda.kernels").load, cuda.Device(id), "mpi_reduce.cu", name)
+    local ok, k = pcall(function()
+      if not objects[id] then
+        local dev = cuda.Device(id)
+        local f <close> = assert(io.open(require("cuda.kernels").find("mpi_reduce.cu")))
+        objects[id] = cuda.Program(f:read("a"), "c++", {arch = "sm_" .. dev.arch, name = "mpi_reduce.cu"}):compile("cubin")
+      end
+      return objects[id]:get_kernel(name)
+    end)
     kernels[key] = ok and k or false
     if not ok then M.reduce_path = "host (the reduction kernel did not build: " .. tostring(k) .. ")" end
   end
