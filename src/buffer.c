@@ -232,8 +232,10 @@ static int buffer_fill(lua_State *L)
   if (b->size % width != 0)
     luaL_error(L, "cannot fill %I bytes with a %d-byte pattern", (lua_Integer)b->size, (int)width);
   if (b->mr->kind == CL_MR_HOST || (!s && cl_mr_host_accessible(b->mr))) {
-    if (s)
+    if (s) {
       cl_stream_sync(L, s);
+      b = cl_check_buffer(L, 1);   /* the wait ran host functions, which may have closed b */
+    }
     fill_host((void *)(uintptr_t)b->ptr, b->size, v, width);
   } else if (!s)
     luaL_error(L, "filling device memory needs a stream: buf:fill(value, stream)");
@@ -333,9 +335,9 @@ static int buffer_advise(lua_State *L)
     CU_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
     CU_MEM_ADVISE_SET_ACCESSED_BY, CU_MEM_ADVISE_UNSET_ACCESSED_BY
   };
-  cl_Buffer *b = cl_check_buffer(L, 1);
-  int advice = luaL_checkoption(L, 2, NULL, names);
+  int advice = luaL_checkoption(L, 2, NULL, names);   /* before the check: it may convert */
   CUmemLocation loc = location_arg(L, 3);
+  cl_Buffer *b = cl_check_buffer(L, 1);
   check_managed(L, b, "advise");
   cl_device_activate(L, b->mr->dev);
   CL_TRY(L, cuMemAdvise, (b->ptr, b->size, values[advice], loc));
@@ -361,8 +363,8 @@ static int buffer_tostring(lua_State *L)
 
 static int buffer_fields(lua_State *L)
 {
+  const char *key = luaL_checkstring(L, 2);   /* before the check: a number key is converted */
   cl_Buffer *b = cl_check_buffer(L, 1);
-  const char *key = luaL_checkstring(L, 2);
   if (strcmp(key, "size") == 0)
     lua_pushinteger(L, (lua_Integer)b->size);
   else if (strcmp(key, "ptr") == 0)

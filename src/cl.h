@@ -421,6 +421,18 @@ static inline void *cl_fast_check(lua_State *L, int i, int uv, const char *tname
   return h;
 }
 
+/* HACKING.md's rule: nothing runs Lua between checking a handle and using
+ * it. A function that must allocate after its checks calls cl_gc_hold
+ * after them: it pushes one to-be-closed slot (its index is returned) and
+ * holds the collector off, so no finalizer runs, until the function
+ * returns or the slot is released. Nothing in a held section raises but
+ * out of memory: release first (an error that leaves a coroutine closes
+ * nothing until coroutine.close). It does not stop metamethods, calls or
+ * host functions. */
+int cl_gc_hold(lua_State *L);
+void cl_gc_release(lua_State *L, int slot);
+void cl_open_gc_hold(lua_State *L);
+
 /* Add methods to a type registered earlier (Device gets create_stream
  * from stream.c, ...). */
 void cl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods);

@@ -24,6 +24,7 @@ static int cuda_clock(lua_State *L)
 
 int luaopen_cuda(lua_State *L)
 {
+  cl_open_gc_hold(L);
   lua_newtable(L);
   lua_pushcfunction(L, cuda_clock);
   lua_setfield(L, -2, "clock");

@@ -235,3 +235,43 @@ lua_Integer cl_opt_integer_range(lua_State *L, int idx, const char *field, lua_I
   lua_settop(L, vi - 1);
   return v;
 }
+
+/* --- holding the collector (HACKING.md's rule) ------------------------------ */
+
+/* The registry key of the value whose __close starts the collector again. */
+static const char gc_holder_key = 0;
+
+static int gc_holder_close(lua_State *L)
+{
+  lua_gc(L, LUA_GCRESTART);
+  return 0;
+}
+
+int cl_gc_hold(lua_State *L)
+{
+  /* 1: running; 0: stopped by the script or by an outer hold; -1 (Lua
+   * 5.4.4 on): inside a finalizer, where no step runs anyway. Only a
+   * collector this call stopped is started again, so holds nest. */
+  if (lua_gc(L, LUA_GCISRUNNING) == 1) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &gc_holder_key);   /* made by luaopen_cuda */
+    lua_gc(L, LUA_GCSTOP);
+  } else
+    lua_pushboolean(L, 0);      /* a to-be-closed false is never closed */
+  lua_toclose(L, -1);
+  return lua_gettop(L);
+}
+
+void cl_gc_release(lua_State *L, int slot)
+{
+  lua_closeslot(L, slot);
+}
+
+void cl_open_gc_hold(lua_State *L)
+{
+  lua_newuserdatauv(L, 0, 0);
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, gc_holder_close);
+  lua_setfield(L, -2, "__close");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &gc_holder_key);
+}

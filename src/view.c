@@ -519,8 +519,9 @@ static void check_range(lua_State *L, int i, const View *v, size_t *first, size_
 /* buf:view(dtype) */
 static int buffer_view(lua_State *L)
 {
-  cl_Buffer *b = cl_check_buffer(L, 1);
   cl_DType t = cl_check_dtype(L, 2);
+  View *v = lua_newuserdatauv(L, sizeof *v, 1);   /* allocated before the checks (HACKING.md) */
+  cl_Buffer *b = cl_check_buffer(L, 1);
   unsigned char *host = cl_buffer_host(L, 1, b);
   size_t size = cl_dtype_sizes[t];
   if (b->size % size != 0)
@@ -529,7 +530,6 @@ static int buffer_view(lua_State *L)
   if ((uintptr_t)host % size != 0)
     return luaL_error(L, "cannot view this buffer as %s: its address is not a multiple of %d "
                       "(slice it at an offset that is)", cl_dtype_names[t], (int)size);
-  View *v = lua_newuserdatauv(L, sizeof *v, 1);
   v->buf = b;
   v->base = host;
   v->len = b->size / size;
@@ -542,8 +542,8 @@ static int buffer_view(lua_State *L)
 
 static int view_fields(lua_State *L)
 {
+  const char *key = lua_tostring(L, 2);   /* before the check: a number key is converted */
   View *v = check_view(L, 1);
-  const char *key = lua_tostring(L, 2);
   if (key && strcmp(key, "dtype") == 0)
     lua_pushstring(L, cl_dtype_names[v->type]);
   else if (key && strcmp(key, "buffer") == 0)
@@ -599,10 +599,11 @@ static int view_tostring(lua_State *L)
 /* v:range(first, last): the elements first..last, sharing v's memory. */
 static int view_range(lua_State *L)
 {
+  lua_settop(L, 3);
+  View *sub = lua_newuserdatauv(L, sizeof *sub, 1);   /* allocated before the checks */
   View *v = check_view(L, 1);
   size_t first, count;
   check_range(L, 2, v, &first, &count);
-  View *sub = lua_newuserdatauv(L, sizeof *sub, 1);
   *sub = *v;
   sub->base = element(v, first);
   sub->len = count;
@@ -620,8 +621,8 @@ static int view_to_table(lua_State *L)
   check_range(L, 2, v, &first, &count);
   if (count > INT32_MAX)
     return luaL_error(L, "to_table: %I elements are too many for a table", (lua_Integer)count);
+  cl_gc_hold(L);                /* the table is sized by the checked range */
   lua_createtable(L, (int)count, 0);
-  check_open(L, v);   /* creating the table can run a finalizer that closed the buffer */
   for (size_t k = 0; k < count; k++) {
     cl_dtype_push(L, v->type, element(v, first + k));
     lua_rawseti(L, -2, (lua_Integer)k + 1);

@@ -103,7 +103,8 @@ t.like(err, "no bundled script of that name", "unknown script explained")
 code, out = t.run("LUA_PATH='/nonexistent/?.lua' " .. cudalua .. " -e 'print(package.path)'")
 t.like(out, "/nonexistent/%?%.lua", "LUA_PATH honoured")
 
-code, out = t.run("LUA_INIT='x_from_init = 5' " .. cudalua .. " -e 'print(x_from_init)'")
+-- (env -u: make check-gcstress sets LUA_INIT_5_4, which wins over LUA_INIT)
+code, out = t.run("env -u LUA_INIT_5_4 LUA_INIT='x_from_init = 5' " .. cudalua .. " -e 'print(x_from_init)'")
 t.is(out, "5\n", "LUA_INIT honoured")
 
 -- Ctrl-C, like lua(1): "interrupted!" and a traceback at the next Lua

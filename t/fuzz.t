@@ -2,8 +2,15 @@
 -- arguments, random closes (parents before children too), collections at
 -- random points, finalizers that close objects and injected driver
 -- failures. The process must survive and every error must be a string or
--- a cuda.Error. FUZZ_SEED=N replays a run, FUZZ_CALLS=N sets its length;
--- it runs under the fake driver, or on the real GPU with FUZZ_REAL=1.
+-- a cuda.Error. FUZZ_SEED=N replays a run (FUZZ_SEED="1 2 3" runs those
+-- seeds in turn), FUZZ_CALLS=N sets each run's length; it runs under the
+-- fake driver, or on the real GPU with FUZZ_REAL=1.
+--
+-- Under `make check-gcstress` every allocation runs the pending finalizers,
+-- and the "closer" finalizers armed here close one of the handles the call
+-- in flight was given (the `recent` list): the class of crash HACKING.md's
+-- rule is about. They re-arm themselves at random, so a closer can fire at
+-- any allocation of the next call, not only at its first.
 local t = require "tap"
 local cuda, fakecuda
 if os.getenv("FUZZ_REAL") == "1" then
@@ -13,23 +20,29 @@ else
   cuda, fakecuda = require("fake").start()
 end
 
-local seed = tonumber(os.getenv("FUZZ_SEED")) or os.time()
+local seeds = {}
+for word in (os.getenv("FUZZ_SEED") or tostring(os.time())):gmatch("%d+") do seeds[#seeds + 1] = tonumber(word) end
 local ncalls = tonumber(os.getenv("FUZZ_CALLS")) or 20000
-math.randomseed(seed)
-t.plan(3)
-t.diag("seed " .. seed)
-print("# seed " .. seed)
+t.plan(3 * #seeds)
 
 local dev = cuda.Device(0)
 dev:set_current()
 local kernel = require("cuda.kernels").load(dev, "scale_and_bias.cu", "scale_and_bias")
+-- ObjectCodes of the fuzzer's own, to look kernels up in and to close
+local cubin_path = t.tmpdir() .. "/scale_and_bias.cubin"
+local cubin_code = cuda.Program(io.open(require("cuda.kernels").find("scale_and_bias.cu")):read("a"), "c++",
+                                {arch = "sm_" .. dev.arch}):compile("cubin").code
+t.write_file(cubin_path, cubin_code)
 local pool = {}                     -- live objects, by kind
+local recent = {}                   -- what pick() handed to the call in flight
 local origin = setmetatable({}, {__mode = "k"})   -- for FUZZ_TRACE: where a stream or graph came from
 local function add(kind, obj) if obj ~= nil then pool[kind] = pool[kind] or {} table.insert(pool[kind], obj) end return obj end
 local function pick(kind)
   local list = pool[kind]
   if not list or #list == 0 then return nil end
-  return list[math.random(#list)]
+  local obj = list[math.random(#list)]
+  recent[#recent + 1] = obj
+  return obj
 end
 
 local extremes = {0, -1, 1, 2^31, -2^31, 2^53, -2^63, math.maxinteger, math.mininteger, 0.5, -0.0,
@@ -45,6 +58,15 @@ local scalars = {"u8", "u16", "u32", "i32", "f32", "f64", "u64"}   -- u64 last: 
 local function scalar() return cuda[scalars[math.random(#scalars)]](math.random(0, 255)) end
 
 local function close(o) if o and o.close then o:close() end end
+
+-- A finalizer that closes one of the handles the call in flight was given,
+-- and at random arms another one for a later allocation.
+local function arm_closer()
+  setmetatable({}, {__gc = function()
+    if #recent > 0 then pcall(close, recent[math.random(#recent)]) end
+    if math.random(2) == 1 then arm_closer() end
+  end})
+end
 
 -- A graph must not run after an event it uses was closed (the documented
 -- rule: graphs keep their buffers, not their events), so graphs use a fixed
@@ -107,36 +129,64 @@ local actions = {
   function() add("ctx", dev:create_context{resources = dev.resources.sm:split{count = math.random(1, 40), groups = 1}}) end,
   function() local c = pick("ctx"); if c then origin[add("stream", c:create_stream())] = "green stream" end end,
   function() local c = pick("ctx"); if c then return c.resources, c.handle end end,
-  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx"}; close(pick(kinds[math.random(#kinds)])) end,
-  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view"}
+  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "obj", "kernel"}; close(pick(kinds[math.random(#kinds)])) end,
+  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view", "obj", "kernel"}
     local list = pool[kinds[math.random(#kinds)]]; if list and #list > 0 then table.remove(list, math.random(#list)) end end,
   function() collectgarbage(math.random(2) == 1 and "step" or "collect") end,
   function() local o = any(); setmetatable({}, {__gc = function() close(o) end}) end,
+  function() arm_closer() end,
+  function() arm_closer() end,
+  -- host functions that close what a wait uses, or arm closers
+  function() local s = pick("stream"); if s then
+      s:launch_host_func(function() close(pick(({"stream", "event", "buffer", "graph"})[math.random(4)])); arm_closer() end)
+      if math.random(2) == 1 then s:sync() else cuda.poll() end end end,
+  function() local s, e = pick("stream"), pick("event"); if s and e then
+      s:record(e); s:launch_host_func(function() close(e); close(s) end); e:sync() end end,
+  -- object code and kernels
+  function() add("obj", cuda.ObjectCode.from_file(cubin_path)) end,
+  function() add("obj", cuda.ObjectCode.from_data(cubin_code)) end,
+  function() local o = pick("obj"); if o then
+      add("kernel", o:get_kernel(math.random(2) == 1 and "scale_and_bias" or "no_such_kernel")) end end,
+  function() local k = pick("kernel"); if k then return k.attributes.num_regs, k.params, tostring(k) end end,
+  function() local k, b, s = pick("kernel"), pick("buffer"), pick("stream"); if k and b and s then
+      cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 32}, k, b, scalar(), scalar(), cuda.u64(b.size // 4)) end end,
+  function() local b, k = pick("builder"), pick("kernel"); if b and k then
+      add("node", b:kernel(pick("node"), cuda.LaunchConfig{grid = 1, block = 32}, k, graph_buffer(),
+                           cuda.f32(1), cuda.f32(0), cuda.u64(64))) end end,
+  function() local o = pick("obj"); if o then return o.code and #o.code, tostring(o) end end,
   function() local o = any(); return tostring(o), o ~= nil and type(o) == "userdata" and o.device end,
   function() if fakecuda then
       local names = fakecuda.names(); fakecuda.fail(names[math.random(#names)], math.random(1, 5)) end end,
 }
 
-local errors_ok, bad_error = 0, nil
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro
-for i = 1, ncalls do
-  local a = math.random(#actions)
-  if trace then io.stderr:write(i, " ", a, "\n") end
-  local ok, err = pcall(actions[a])
-  if not ok then
-    if type(err) == "string" or getmetatable(err) == cuda.Error then
-      errors_ok = errors_ok + 1
-    elseif not bad_error then
-      bad_error = ("call %d: a %s error: %s"):format(i, type(err), tostring(err))
+
+local function fuzz(seed)
+  math.randomseed(seed)
+  print("# seed " .. seed)
+  local errors_ok, bad_error = 0, nil
+  for i = 1, ncalls do
+    local a = math.random(#actions)
+    if trace then io.stderr:write(i, " ", a, "\n") end
+    local ok, err = pcall(actions[a])
+    recent = {}
+    if not ok then
+      if type(err) == "string" or getmetatable(err) == cuda.Error then
+        errors_ok = errors_ok + 1
+      elseif not bad_error then
+        bad_error = ("call %d: a %s error: %s"):format(i, type(err), tostring(err))
+      end
     end
+    -- keep the pools small so the run stays fast
+    for _, list in pairs(pool) do if #list > 32 then table.remove(list, 1) end end
   end
-  -- keep the pools small so the run stays fast
-  for _, list in pairs(pool) do if #list > 32 then table.remove(list, 1) end end
+  if fakecuda then fakecuda.reset() end
+  t.ok(bad_error == nil, "every error is a string or a cuda.Error" .. (bad_error and (": " .. bad_error) or ""))
+  t.ok(errors_ok > 0, ("seed %d: %d calls, %d raised"):format(seed, ncalls, errors_ok))
+  pool = {}
+  collectgarbage(); collectgarbage()
+  t.ok(true, "the process survived seed " .. seed)
 end
-if fakecuda then fakecuda.reset() end
-t.ok(bad_error == nil, "every error is a string or a cuda.Error" .. (bad_error and (": " .. bad_error) or ""))
-t.ok(errors_ok > 0, ("%d calls, %d raised"):format(ncalls, errors_ok))
-pool = nil
-collectgarbage(); collectgarbage()
-t.ok(true, "the process survived seed " .. seed)
+
+for _, seed in ipairs(seeds) do fuzz(seed) end
 t.done()

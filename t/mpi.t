@@ -85,7 +85,7 @@ local function launch(nranks, extra) return table.concat({
   -- Open MPI has no frame pointers: only a full unwind reaches its frames.
   "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\"",
   "LUA_CPATH='" .. core .. "'",
-  "timeout 20", mpirun, "--oversubscribe -n", nranks,
+  "timeout " .. t.time_limit(20), mpirun, "--oversubscribe -n", nranks,
   "--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo",
   "--mca btl_vader_single_copy_mechanism none -x LUA_PATH -x LUA_CPATH", extra or "", cudalua,
 }, " ") end

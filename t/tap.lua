@@ -99,6 +99,12 @@ end
 
 -- Files for tests: a fresh temporary folder, whole-file reads (nil for a
 -- missing file) and writes, and a folder's sorted entries.
+-- A time limit in seconds for a child command, scaled by
+-- CUDALUA_TEST_TIME_SCALE (make check-gcstress makes everything slower).
+function M.time_limit(seconds)
+  return math.ceil(seconds * (tonumber(os.getenv("CUDALUA_TEST_TIME_SCALE")) or 1))
+end
+
 function M.tmpdir()
   local p = assert(io.popen("mktemp -d"))
   local dir = p:read("l")
