@@ -113,6 +113,43 @@ do
   end
 end
 
+-- Exports are released: those of closed buffers with the next message,
+-- the least recently used beyond 64 a peer; the receiver's mappings follow.
+if me < 2 and n >= 2 then
+  local count = 70
+  if me == 0 then
+    local kept = {}
+    for k = 1, count do
+      kept[k] = on_device(plain, 0, 700 + k, 64 + k)
+      mpi.send(kept[k], 1, 700 + k)
+    end
+    local exported = mpi.ipc_counts(1)
+    c.ok(not ipc_mode or (exported >= 64 and exported <= 66), "at most 64 live exports a peer (+1 in flight)", exported)
+    for k = 1, count do kept[k]:close() end
+    local last = on_device(plain, 0, 800, 64)
+    mpi.send(last, 1, 800)   -- releases 40 (a header's room)
+    exported = mpi.ipc_counts(1)
+    c.ok(not ipc_mode or exported > 1, "a header releases at most 40 exports", exported)
+    mpi.send(last, 1, 801)   -- the rest
+    exported = mpi.ipc_counts(1)
+    c.is(exported, ipc_mode and 1 or 0, "the exports of closed buffers are released with the next messages")
+  else
+    for k = 1, count do
+      local into = poisoned(pool, 64 + k)
+      mpi.recv(into, 0, 700 + k)
+      if not holds(into, 0, 700 + k) then c.ok(false, "buffer " .. k .. " of many arrived") end
+    end
+    local _, mapped = mpi.ipc_counts(0)
+    c.ok(not ipc_mode or (mapped >= 64 and mapped <= 66), "at most 64 mappings of a peer's buffers", mapped)
+    local into = poisoned(pool, 64)
+    mpi.recv(into, 0, 800)
+    mpi.recv(into, 0, 801)
+    _, mapped = mpi.ipc_counts(0)
+    c.is(mapped, ipc_mode and 1 or 0, "closed buffers' mappings are closed")
+    c.ok(holds(into, 0, 800), "the messages after the releases arrived")
+  end
+end
+
 -- isend/irecv all-to-all; the requests alone keep the buffers alive.
 local recvs, sends, boxes = {}, {}, {}
 for r = 0, n - 1 do

@@ -280,22 +280,35 @@ local function export_for(buf, id, dest)
 end
 
 -- The exports to dest to release with the next message: those of closed
--- buffers, and the least recently used beyond MAX_EXPORTS. At most 40
--- (the header's room).
+-- buffers, and the least recently used beyond MAX_EXPORTS; at most 40 (the
+-- header's room). Returns the records and their ids, packed.
+local NO_RELEASES = {}
 local function releases_for(dest, keep)
-  local list, n, all = {}, 0, {}
-  for _, rec in pairs(live[dest] or {}) do
-    if rec ~= keep then all[#all + 1] = rec end
+  local list, count, crowded = nil, 0, false
+  for _, rec in pairs(live[dest] or NO_RELEASES) do
+    count = count + 1
+    if rec ~= keep and rec.exp.buffer_closed then
+      list = list or {}
+      if #list < 40 then list[#list + 1] = rec end
+    end
   end
-  table.sort(all, function(a, b) return a.used < b.used end)
-  local excess = #all + 1 - MAX_EXPORTS
-  for i, rec in ipairs(all) do
-    if #list == 40 then break end
-    if rec.exp.buffer_closed or i <= excess then list[#list + 1] = rec end
+  crowded = count > MAX_EXPORTS
+  if crowded then   -- the oldest open ones too
+    local open = {}
+    for _, rec in pairs(live[dest]) do
+      if rec ~= keep and not rec.exp.buffer_closed then open[#open + 1] = rec end
+    end
+    table.sort(open, function(a, b) return a.used < b.used end)
+    list = list or {}
+    for i = 1, count - MAX_EXPORTS do
+      if #list == 40 or not open[i] then break end
+      list[#list + 1] = open[i]
+    end
   end
+  if not list then return NO_RELEASES, "" end
   local ids = {}
-  for i, rec in ipairs(list) do ids[i] = string.pack("<j", rec.id) n = i end
-  return list, table.concat(ids), n
+  for i, rec in ipairs(list) do ids[i] = string.pack("<j", rec.id) end
+  return list, table.concat(ids)
 end
 
 local function drop_exports(dest, list)
@@ -307,6 +320,15 @@ end
 
 -- Receiver side: opened[src][id] = the mapped allocation.
 local opened = {}
+
+-- mpi.ipc_counts(peer) -> exports of this rank's buffers that peer still
+-- maps, and mappings of peer's buffers this rank holds.
+function M.ipc_counts(peer)
+  local exported, mapped = 0, 0
+  for _ in pairs(live[peer] or NO_RELEASES) do exported = exported + 1 end
+  for _ in pairs(opened[peer] or NO_RELEASES) do mapped = mapped + 1 end
+  return exported, mapped
+end
 
 local function chunks_of(size, chunk)
   return size == 0 and 0 or (size + chunk - 1) // chunk
