@@ -173,6 +173,28 @@ for _, req in ipairs(sends) do
   c.ok(done, "isend of a device buffer completes (test)")
 end
 
+-- Three staged device messages from one peer share its receive ring;
+-- testing only the last request moves the others on too.
+if me < 2 and n >= 2 then
+  local size = 100003
+  if me == 0 then
+    local reqs = {}
+    for k = 1, 3 do reqs[k] = mpi.isend(on_device(pool, 0, 900 + k, size), 1, 900 + k) end
+    for k = 1, 3 do reqs[k]:wait() end
+  else
+    local boxes, reqs = {}, {}
+    for k = 1, 3 do
+      boxes[k] = poisoned(pool, size)
+      reqs[k] = mpi.irecv(boxes[k], 0, 900 + k)
+    end
+    local spins = 0
+    while not reqs[3]:test() do spins = spins + 1 end
+    local ok = true
+    for k = 1, 3 do ok = ok and select(1, reqs[k]:test()) == true and holds(boxes[k], 0, 900 + k) end
+    c.ok(ok, "three staged messages through one ring, the last request tested alone", spins)
+  end
+end
+
 -- sendrecv around the ring, both ways at once.
 do
   local into = poisoned(pool, 70001)

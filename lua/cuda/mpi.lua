@@ -158,9 +158,11 @@ local function staging_pool(id)
   return staging_pools[id]
 end
 
--- Give back every ring, header area and cached mapping (they go at exit
--- in any case).
+-- Give back every staging ring and header area (they go at exit in any
+-- case); not while an operation is pending.
+local pending = {}              -- operations not finished, in no order
 function M.release()
+  if next(pending) then error("mpi.release: operations are still pending", 2) end
   for k, r in pairs(rings) do r.buf:close() rings[k] = nil end
   for i = #free_areas, 1, -1 do free_areas[i]:close() free_areas[i] = nil end
 end
@@ -168,7 +170,6 @@ end
 -- --- operations as coroutines -------------------------------------------------
 
 local yield = coroutine.yield
-local pending = {}              -- operations not finished, in no order
 
 -- Wait for an MPI request inside an operation: its status.
 local function await(req)
@@ -190,8 +191,10 @@ local function await_stream(id, s)
   await_event(ev)
 end
 
+-- One resumption of op, unless it is done or running (a finalizer that
+-- calls cuda.mpi while an operation runs must not resume that one).
 local function step(op)
-  if op.done then return end
+  if op.done or coroutine.status(op.co) ~= "suspended" then return end
   local ok, err = coroutine.resume(op.co)
   if not ok then
     op.err, op.done = err, true
@@ -201,13 +204,17 @@ local function step(op)
   if op.done then pending[op] = nil end
 end
 
+local function step_others(op)
+  for other in pairs(pending) do
+    if other ~= op then step(other) end
+  end
+end
+
 -- Drive op to its end, progressing every other pending operation too.
 local function drive(op)
   while not op.done do
     step(op)
-    for other in pairs(pending) do
-      if other ~= op then step(other) end
-    end
+    step_others(op)
   end
   if op.err then
     op.raised = true
@@ -344,40 +351,47 @@ local function send_host_chunks(buf, size, chunk, dest, wtag)
   for _, r in ipairs(reqs) do await(r) end
 end
 
-local function acquire(ring)
-  while ring.busy do yield() end
+-- fn(ring) with the ring of (device id, peer, direction) to itself, of
+-- chunks of at least chunk bytes: others wait their turn (a ring grows only
+-- when no one uses it); an error gives the ring back.
+local function with_ring(id, peer, dir, chunk, fn)
+  local key = id .. ":" .. peer .. ":" .. dir
+  while rings[key] and rings[key].busy do yield() end
+  local ring = ring_for(id, peer, dir, chunk)
   ring.busy = true
+  local ok, err = pcall(fn, ring)
+  ring.busy = false
+  if not ok then error(err, 0) end
 end
 
 -- Device buffer buf through the send ring: device-to-host of a chunk
 -- overlaps the transfer of the ones before it.
 local function send_ring(buf, id, size, chunk, dest, wtag)
-  local ring = ring_for(id, dest, "send", chunk)
-  acquire(ring)
-  local s = stream_for(id)
-  local n = chunks_of(size, chunk)
-  local sends, issued, posted = {}, 0, 0
-  local function len(c) return math.min(chunk, size - c * chunk) end
-  while posted < n do
-    local progressed = false
-    while issued < n and issued - posted < SLOTS do
-      local slot = issued % SLOTS
-      if sends[slot] and not sends[slot]:test() then break end
-      sends[slot] = nil
-      local l = len(issued)
-      buf:slice(issued * chunk, l):copy_to(ring.buf:slice(slot * chunk, l), s)
-      s:record(ring.events[slot])
-      issued, progressed = issued + 1, true
+  with_ring(id, dest, "send", chunk, function(ring)
+    local s = stream_for(id)
+    local n = chunks_of(size, chunk)
+    local sends, issued, posted = {}, 0, 0
+    local function len(c) return math.min(chunk, size - c * chunk) end
+    while posted < n do
+      local progressed = false
+      while issued < n and issued - posted < SLOTS do
+        local slot = issued % SLOTS
+        if sends[slot] and not sends[slot]:test() then break end
+        sends[slot] = nil
+        local l = len(issued)
+        buf:slice(issued * chunk, l):copy_to(ring.buf:slice(slot * chunk, l), s)
+        s:record(ring.events[slot])
+        issued, progressed = issued + 1, true
+      end
+      local slot = posted % SLOTS
+      if posted < issued and ring.events[slot].is_done then
+        sends[slot] = core.wire_isend(ring.buf, slot * chunk, len(posted), dest, wtag, WIRE)
+        posted, progressed = posted + 1, true
+      end
+      if not progressed then yield() end
     end
-    local slot = posted % SLOTS
-    if posted < issued and ring.events[slot].is_done then
-      sends[slot] = core.wire_isend(ring.buf, slot * chunk, len(posted), dest, wtag, WIRE)
-      posted, progressed = posted + 1, true
-    end
-    if not progressed then yield() end
-  end
-  for slot = 0, SLOTS - 1 do if sends[slot] then await(sends[slot]) end end
-  ring.busy = false
+    for slot = 0, SLOTS - 1 do if sends[slot] then await(sends[slot]) end end
+  end)
 end
 
 -- Device buffer buf staged whole (a non-blocking send may not hold a ring
@@ -393,32 +407,31 @@ end
 -- Receive chunks into device buffer dst through the receive ring:
 -- host-to-device of a chunk overlaps the transfer of the next ones.
 local function recv_ring(dst, id, size, chunk, src, wtag)
-  local ring = ring_for(id, src, "recv", chunk)
-  acquire(ring)
-  local s = stream_for(id)
-  local n = chunks_of(size, chunk)
-  local recvs, posted, copied = {}, 0, 0
-  local function len(c) return math.min(chunk, size - c * chunk) end
-  while copied < n do
-    local progressed = false
-    while posted < n and posted < copied + SLOTS and ring.events[posted % SLOTS].is_done do
-      local slot = posted % SLOTS
-      recvs[slot] = core.wire_irecv(ring.buf, slot * chunk, len(posted), src, wtag, WIRE)
-      posted, progressed = posted + 1, true
-    end
-    local slot = copied % SLOTS
-    if copied < posted and recvs[slot]:test() then
-      if dst then
-        local l = len(copied)
-        ring.buf:slice(slot * chunk, l):copy_to(dst:slice(copied * chunk, l), s)
-        s:record(ring.events[slot])
+  with_ring(id, src, "recv", chunk, function(ring)
+    local s = stream_for(id)
+    local n = chunks_of(size, chunk)
+    local recvs, posted, copied = {}, 0, 0
+    local function len(c) return math.min(chunk, size - c * chunk) end
+    while copied < n do
+      local progressed = false
+      while posted < n and posted < copied + SLOTS and ring.events[posted % SLOTS].is_done do
+        local slot = posted % SLOTS
+        recvs[slot] = core.wire_irecv(ring.buf, slot * chunk, len(posted), src, wtag, WIRE)
+        posted, progressed = posted + 1, true
       end
-      copied, progressed = copied + 1, true
+      local slot = copied % SLOTS
+      if copied < posted and recvs[slot]:test() then
+        if dst then
+          local l = len(copied)
+          ring.buf:slice(slot * chunk, l):copy_to(dst:slice(copied * chunk, l), s)
+          s:record(ring.events[slot])
+        end
+        copied, progressed = copied + 1, true
+      end
+      if not progressed then yield() end
     end
-    if not progressed then yield() end
-  end
-  await_stream(id, s)
-  ring.busy = false
+    await_stream(id, s)
+  end)
 end
 
 local function recv_host_chunks(dst, size, chunk, src, wtag)
@@ -599,6 +612,7 @@ function Request:test()
   local op = self.op
   if not op.done then
     step(op)
+    step_others(op)
     if not op.done then return false end
   end
   return true, drive(op)
