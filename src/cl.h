@@ -99,23 +99,34 @@ void cl_event_sync(lua_State *L, cl_Event *ev);
 
 /* --- host functions into Lua (hostfunc.c) --------------------------------- */
 
-/* A driver wait: block until done (block = 1), or say whether it is done
- * (CUDA_SUCCESS) or not yet (CUDA_ERROR_NOT_READY). */
-typedef CUresult (*cl_WaitFn)(void *handle, int block);
+/* A driver wait on object (a cl_Stream, cl_Event or cl_Device that the
+ * caller keeps on the stack): block until done (block = 1), or say
+ * whether it is done (CUDA_SUCCESS) or not yet (CUDA_ERROR_NOT_READY).
+ * It reads the object's handle at each call, and a closed object is done:
+ * host functions that the wait runs may close it (destroying a stream or
+ * an event with work pending already lets that work complete). */
+typedef CUresult (*cl_WaitFn)(void *object, int block);
 /* Host functions issued and not yet run or released, of every state. */
 extern _Atomic int cl_hostfunc_outstanding;
+/* Releases deferred behind host functions (memory.c), not yet made. */
+extern _Atomic int cl_releases_deferred;
+/* Make the deferred releases; only with no host function outstanding,
+ * since they may wait for the GPU. Never raises, runs no Lua. */
+void cl_release_deferred(void);
 /* Wait with host functions outstanding: run them as they become ready. */
-void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *handle, const char *api);
-/* The cl_WaitFn of the current context (dev:sync). */
-CUresult cl_context_wait(void *unused, int block);
+void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *object, const char *api);
+/* The cl_WaitFn of a device's primary context (dev:sync; object: its cl_Device). */
+CUresult cl_device_wait(void *device, int block);
 /* Every wait on the GPU goes through here: the plain driver call unless a
- * host function is outstanding, which the wait must run on this thread. */
-static inline void cl_sync(lua_State *L, cl_WaitFn wait, void *handle, const char *api)
+ * host function is outstanding, which the wait must run on this thread
+ * (or a release waits for the next wait). A wait runs Lua: the caller
+ * re-checks what it uses after it. */
+static inline void cl_sync(lua_State *L, cl_WaitFn wait, void *object, const char *api)
 {
-  if (cl_hostfunc_outstanding == 0)
-    cl_check(L, wait(handle, 1), api);
+  if (cl_hostfunc_outstanding == 0 && cl_releases_deferred == 0)
+    cl_check(L, wait(object, 1), api);
   else
-    cl_hostfunc_wait(L, wait, handle, api);
+    cl_hostfunc_wait(L, wait, object, api);
 }
 void cl_open_hostfunc(lua_State *L);
 

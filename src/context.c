@@ -26,6 +26,7 @@ typedef struct SMResource {
 typedef struct Context {
   int closed;
   CUgreenCtx green;             /* NULL once destroyed */
+  CUcontext ctx;                /* its context, once made current; else NULL */
   cl_Device *dev;
   int graphs;                   /* graphs captured on its streams, not yet closed */
 } Context;                      /* user values: 1 the device, 2 its streams (weak) */
@@ -196,7 +197,10 @@ static int device_create_context(lua_State *L)
   return 1;
 }
 
-/* ctx:create_stream{priority = 0}: streams of a green context never block */
+/* ctx:create_stream{priority = 0}: streams of a green context never block.
+ * The stream is made (closed) and listed for close() first; a finalizer
+ * that these allocations run may close the context, so it is checked
+ * after them, and nothing after the check allocates. */
 static int context_create_stream(lua_State *L)
 {
   Context *c = check_context(L, 1);
@@ -204,24 +208,36 @@ static int context_create_stream(lua_State *L)
   int priority = cl_check_stream_options(L, 2, c->dev, &non_blocking);
   if (!non_blocking)
     return luaL_argerror(L, 2, "streams of a green context are non-blocking");
-  c = check_context(L, 1);      /* the options' metamethods may have closed it */
   lua_getiuservalue(L, 1, 1);
   cl_Stream *s = cl_push_new_stream(L, lua_gettop(L), 1, priority, 1);
-  CL_TRY(L, cuGreenCtxStreamCreate, (&s->handle, c->green, CU_STREAM_NON_BLOCKING, priority));
-  s->green = c;
-  s->closed = 0;
   lua_getiuservalue(L, 1, 2);   /* listed for close() */
   lua_pushvalue(L, -2);
   lua_pushboolean(L, 1);
   lua_rawset(L, -3);
   lua_pop(L, 1);
+  c = check_context(L, 1);
+  CL_TRY(L, cuGreenCtxStreamCreate, (&s->handle, c->green, CU_STREAM_NON_BLOCKING, priority));
+  s->green = c;
+  s->closed = 0;
   return 1;
 }
 
 static void destroy(Context *c)
 {
-  if (c->green)
-    CL_CALL(cuGreenCtxDestroy, (c->green));
+  if (c->green == NULL)
+    return;
+  /* A graph's launch or instantiation made it current (cl_green_activate):
+   * leave the device's primary context current instead, so that later
+   * calls (a finalizer's release) never run in a destroyed context. */
+  if (c->ctx && c->ctx == cl_current_ctx) {
+    CUcontext primary = c->dev->ctx;
+    if (primary == NULL || CL_CALL(cuCtxSetCurrent, (primary)) != CUDA_SUCCESS) {
+      CL_CALL(cuCtxSetCurrent, (NULL));
+      primary = NULL;
+    }
+    cl_current_ctx = primary;
+  }
+  CL_CALL(cuGreenCtxDestroy, (c->green));
   c->green = NULL;
 }
 
@@ -259,6 +275,7 @@ void cl_green_activate(lua_State *L, void *green)
   CUcontext ctx = NULL;
   CL_TRY(L, cuCtxFromGreenCtx, (&ctx, c->green));
   CL_TRY(L, cuCtxSetCurrent, (ctx));
+  c->ctx = ctx;                 /* destroy() makes the primary current instead */
   cl_current_ctx = ctx;         /* so the next cl_device_activate switches back */
 }
 
@@ -281,8 +298,8 @@ void cl_green_graph_closed(void *green)
 
 static int context_fields(lua_State *L)
 {
-  Context *c = check_context(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  Context *c = check_context(L, 1);
   if (strcmp(key, "resources") == 0) {
     CUdevResource sm;
     CL_TRY(L, cuGreenCtxGetDevResource, (c->green, &sm, CU_DEV_RESOURCE_TYPE_SM));

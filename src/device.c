@@ -177,7 +177,7 @@ static int device_sync(lua_State *L)
 {
   cl_Device *d = cl_check_device(L, 1);
   cl_device_activate(L, d);
-  cl_sync(L, cl_context_wait, NULL, "cuCtxSynchronize");
+  cl_sync(L, cl_device_wait, d, "cuCtxSynchronize");
   return 0;
 }
 
@@ -382,14 +382,17 @@ static int property_position(lua_State *L, int i)
   lua_getfield(L, LUA_REGISTRYINDEX, PROPERTY_POSITIONS);
   lua_pushvalue(L, i);
   lua_rawget(L, -2);
-  int pos = (int)lua_tointeger(L, -1);
+  lua_Integer pos = lua_tointeger(L, -1);
   lua_pop(L, 2);
-  return pos;
+  int nattr, nalias;            /* the registry's table is a script's to change */
+  return pos >= 1 && pos <= property_count(&nattr, &nalias) ? (int)pos : 0;
 }
 
-/* __index(props, name), the device is upvalue 1 */
+/* __index(props, name), the device is upvalue 1. It may be called by hand
+ * (getmetatable(dev.properties).__index(5, "x")): props must be a table. */
 static int properties_index(lua_State *L)
 {
+  luaL_checktype(L, 1, LUA_TTABLE);
   cl_Device *d = lua_touserdata(L, lua_upvalueindex(1));
   int pos = property_position(L, 2);
   if (pos == 0 || !push_property(L, d, pos))
@@ -515,6 +518,10 @@ static int device_fields(lua_State *L)
 
 static int sentinel_gc(lua_State *L)
 {
+  /* Every holder of a host function was finalized before (they are
+   * newer), so no call of this state is outstanding: the releases
+   * deferred behind them can wait for the GPU now, in a live context. */
+  cl_release_deferred();
   lua_getfield(L, LUA_REGISTRYINDEX, DEVICES_KEY);
   if (!lua_istable(L, -1))
     return 0;

@@ -21,7 +21,18 @@
  *
  * A trampoline that runs on the Lua thread itself (a driver, such as the
  * test suite's fake, that calls host functions at issue time) cannot wait
- * for that thread: it queues the call and returns; the next poll runs it. */
+ * for that thread: it queues the call and returns; the next poll runs it.
+ *
+ * A host function may close anything, the stream or event the wait that
+ * runs it is on included: a wait is given the object, not its handle, and
+ * its cl_WaitFn reads the handle at each driver call, after the last host
+ * function ran. A closed object ends the wait (closing is already "destroy
+ * once its work completes"). A call keeps its holder until it returned,
+ * so a state closed from inside it (os.exit(code, true)) still lets its
+ * driver thread go; and an exit that does not close the state
+ * (os.exit(code)) lets every driver thread go from an atexit handler,
+ * registered after the driver's own (cuInit came first), so it runs before
+ * the driver's teardown waits for those threads. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -45,12 +56,13 @@ typedef struct HostCall {
 
 typedef struct Holder {
   HostCall *call;               /* NULL once it ran or was released */
-} Holder;                       /* user value 1: {fn, args..., n = #args} */
+} Holder;                       /* user value 1: {[0] = #args, fn, args...} */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t became_ready = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t became_done = PTHREAD_COND_INITIALIZER;
 static HostCall *ready_head;    /* FIFO: the order the driver reached them */
+static int exiting;             /* the process exits: no call will ever run */
 _Atomic int cl_hostfunc_outstanding;
 static __thread int in_host_function;
 
@@ -93,6 +105,10 @@ static void CUDA_CB trampoline(void *data)
     free(c);
     return;
   }
+  if (exiting) {                /* its holder may still point to it: leave it */
+    pthread_mutex_unlock(&lock);
+    return;
+  }
   c->state = READY;
   enqueue(c);
   pthread_cond_broadcast(&became_ready);
@@ -101,10 +117,27 @@ static void CUDA_CB trampoline(void *data)
     return;
   }
   c->waiter = 1;
-  while (c->state != DONE)
+  while (c->state != DONE && !exiting)
     pthread_cond_wait(&became_done, &lock);
+  int done = c->state == DONE;
   pthread_mutex_unlock(&lock);
-  free(c);
+  if (done)
+    free(c);
+}
+
+/* exit() without closing the state: no Lua will run again, so no call
+ * will. Let every driver thread that waits for one go. */
+static void let_driver_threads_go(void)
+{
+  pthread_mutex_lock(&lock);
+  exiting = 1;
+  pthread_cond_broadcast(&became_done);
+  pthread_mutex_unlock(&lock);
+}
+
+static void register_exit_handler(void)
+{
+  atexit(let_driver_threads_go);
 }
 
 /* --- the Lua side ------------------------------------------------------------------ */
@@ -166,15 +199,12 @@ static HostCall *take_ready(lua_State *L)
   return c;
 }
 
-/* Push the function and the arguments of c's holder; returns their count. */
-static int push_call(lua_State *L, HostCall *c)
+/* Push the function and the arguments kept by the holder at hi; returns
+ * their count. Raw reads of the holder's own table: nothing allocates. */
+static int push_call(lua_State *L, int hi)
 {
-  lua_rawgeti(L, LUA_REGISTRYINDEX, c->ref);
-  ((Holder *)lua_touserdata(L, -1))->call = NULL;
-  luaL_unref(L, LUA_REGISTRYINDEX, c->ref);
-  lua_getiuservalue(L, -1, 1);
-  lua_remove(L, -2);
-  lua_getfield(L, -1, "n");
+  lua_getiuservalue(L, hi, 1);
+  lua_rawgeti(L, -1, 0);        /* the argument count */
   int n = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
   luaL_checkstack(L, n + 1, "host function arguments");
@@ -185,19 +215,31 @@ static int push_call(lua_State *L, HostCall *c)
 }
 
 /* Run the oldest ready call of this state: 0 when there is none. Its
- * stream is released before an error it raised is raised again. */
+ * holder stays registered, and points to it, until fn returned: a state
+ * closed from inside fn (os.exit(code, true)) releases the call through
+ * the holder's __gc. Its stream is released before an error fn raised is
+ * raised again. */
 static int run_one(lua_State *L)
 {
   HostCall *c = take_ready(L);
   if (c == NULL)
     return 0;
-  int n = push_call(L, c);
+  int ref = c->ref;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+  int hi = lua_gettop(L);
+  Holder *h = lua_touserdata(L, hi);
+  int n = push_call(L, hi);
   in_host_function = 1;
   int r = lua_pcall(L, n, 0, 0);
   in_host_function = 0;
-  release(c);
+  c = h->call;                  /* NULL when its __gc, called by hand, released it */
+  h->call = NULL;
+  luaL_unref(L, LUA_REGISTRYINDEX, ref);
+  if (c)
+    release(c);
   if (r != LUA_OK)
     lua_error(L);
+  lua_settop(L, hi - 1);
   return 1;
 }
 
@@ -225,17 +267,19 @@ static void check_not_inside(lua_State *L, const char *what)
                   "function itself: its stream is blocked until it returns", what);
 }
 
-void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *handle, const char *api)
+void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *object, const char *api)
 {
   check_not_inside(L, api);
   for (;;) {
     while (run_one(L))
       ;
+    /* wait reads object's handle now, after the last host function ran */
     if (cl_hostfunc_outstanding == 0) {
-      cl_check(L, wait(handle, 1), api);
+      cl_release_deferred();
+      cl_check(L, wait(object, 1), api);
       return;
     }
-    CUresult r = wait(handle, 0);
+    CUresult r = wait(object, 0);
     if (r != CUDA_ERROR_NOT_READY) {
       cl_check(L, r, api);
       return;
@@ -244,12 +288,24 @@ void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *handle, const char *ap
   }
 }
 
-/* A context cannot be queried: dev:sync polls until no call is
- * outstanding, then waits for the rest of the work. */
-CUresult cl_context_wait(void *unused, int block)
+/* dev:sync: a context cannot be queried, so it polls until no call is
+ * outstanding, then waits for the rest of the work. Its device's primary
+ * context is made current at each call: a host function may have made
+ * another one current. */
+CUresult cl_device_wait(void *device, int block)
 {
-  (void)unused;
-  return block ? CL_CALL(cuCtxSynchronize, ()) : CUDA_ERROR_NOT_READY;
+  cl_Device *d = device;
+  if (!block)
+    return CUDA_ERROR_NOT_READY;
+  if (d->ctx == NULL)
+    return CUDA_SUCCESS;        /* never used: nothing to wait for */
+  if (d->ctx != cl_current_ctx) {
+    CUresult r = CL_CALL(cuCtxSetCurrent, (d->ctx));
+    if (r != CUDA_SUCCESS)
+      return r;
+    cl_current_ctx = d->ctx;
+  }
+  return CL_CALL(cuCtxSynchronize, ());
 }
 
 /* --- the functions ------------------------------------------------------------------- */
@@ -276,28 +332,32 @@ static Holder *push_holder(lua_State *L)
     lua_rawseti(L, -2, k + 1);
   }
   lua_pushinteger(L, n);
-  lua_setfield(L, -2, "n");
+  lua_rawseti(L, -2, 0);
   lua_setiuservalue(L, -2, 1);
   return h;
 }
 
 /* stream:launch_host_func(fn, ...): fn(...) runs in stream order, on the
- * Lua thread, at its next wait or cuda.poll(); the stream waits for it. */
+ * Lua thread, at its next wait or cuda.poll(); the stream waits for it.
+ * The holder first; then, with the collector held (registering it
+ * allocates), the stream's checks and the launch. */
 static int stream_launch_host_func(lua_State *L)
 {
-  cl_Stream *s = cl_check_stream(L, 1);
+  luaL_checkudata(L, 1, CL_STREAM);
   luaL_checktype(L, 2, LUA_TFUNCTION);
+  Holder *h = push_holder(L);
+  int hi = lua_gettop(L);
+  cl_gc_hold(L);
+  cl_Stream *s = cl_check_stream(L, 1);
   cl_device_activate(L, s->dev);
   check_not_capturing(L, s);
-  Holder *h = push_holder(L);
-  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ref);   /* on the stack until issued */
-  s = cl_check_stream(L, 1);    /* allocating can run finalizers that close it */
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_exit_handler);   /* after cuInit: runs before the driver's */
   HostCall *c = calloc(1, sizeof *c);
-  if (c == NULL) {
-    luaL_unref(L, LUA_REGISTRYINDEX, ref);
+  if (c == NULL)
     return luaL_error(L, "launch_host_func: out of memory");
-  }
+  lua_pushvalue(L, hi);
+  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
   c->ref = ref;
   c->owner = main_thread(L);
   c->lua_thread = pthread_self();
@@ -321,6 +381,8 @@ static int cuda_poll(lua_State *L)
   lua_Integer n = 0;
   while (run_one(L))
     n++;
+  if (cl_hostfunc_outstanding == 0)
+    cl_release_deferred();
   lua_pushinteger(L, n);
   return 1;
 }

@@ -16,6 +16,7 @@
  * A resource's live buffers and bytes are counted here alone: up in
  * allocate, down in cl_mr_release, which a buffer calls when it closes.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,8 +118,8 @@ static int cuda_device_mr(lua_State *L)
   int pooled = cl_opt_boolean(L, 2, "pool", 1);
   int devi = device_arg(L, 1);
   cl_Device *d = cl_check_device(L, devi);
-  cl_device_activate(L, d);
   cl_MemoryResource *mr = push_mr(L, CL_MR_DEVICE, devi);
+  cl_device_activate(L, d);     /* after allocating: a finalizer may switch contexts */
   if (!pooled)
     return 1;
   mr->closed = 1;  /* until the pool exists */
@@ -141,8 +142,8 @@ static int cuda_pinned_mr(lua_State *L)
     lua_pushnil(L);
   int devi = device_arg(L, lua_gettop(L));
   cl_Device *d = cl_check_device(L, devi);
-  cl_device_activate(L, d);
   cl_MemoryResource *mr = push_mr(L, CL_MR_PINNED, devi);
+  cl_device_activate(L, d);
   if (pooled) {
     mr->closed = 1;
     mr->pool = create_pool(L, CU_MEM_LOCATION_TYPE_HOST, 0);
@@ -255,42 +256,136 @@ static int mr_allocate(lua_State *L)
   return 1;
 }
 
+/* --- releases: now, or deferred behind host functions ----------------------
+ *
+ * Some releases wait for the GPU: pool memory with no stream to order it
+ * after waits for all work (cuCtxSynchronize), and cuMemFree and
+ * cuMemFreeHost may synchronize. A host function pending on a stream
+ * only runs at this thread's next wait, so such a release made while one
+ * is outstanding (from a finalizer, at any allocation) would wait
+ * forever. It is deferred instead: listed here, in malloc'd memory that
+ * needs no Lua object, and made at the next wait or cuda.poll() with none
+ * outstanding, or when the state closes (device.c's sentinel). Every
+ * release makes the deferred ones first, so their order is kept. Each
+ * makes its device's primary context current and restores the one that
+ * was: a finalizer must not leave another context current under the C
+ * function whose allocation ran it. */
+
+typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PLAIN, FREE_PINNED, CLOSE_IPC, DESTROY_POOL } ReleaseOp;
+
+typedef struct Deferred {
+  struct Deferred *next;
+  ReleaseOp op;
+  CUcontext ctx;                /* the device's primary context, or NULL */
+  CUdeviceptr ptr;
+  CUmemoryPool pool;
+} Deferred;
+
+static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+static Deferred *deferred_head, **deferred_tail = &deferred_head;
+_Atomic int cl_releases_deferred;
+
+static void release_now(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool)
+{
+  CUcontext was = cl_current_ctx;
+  if (ctx && ctx != was) {
+    if (CL_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS)
+      return;                   /* no live context: the memory leaks, nothing crashes */
+    cl_current_ctx = ctx;
+  }
+  switch (op) {
+  case FREE_SYNCED:             /* no stream to order it after: all work first */
+    CL_CALL(cuCtxSynchronize, ());
+    CL_CALL(cuMemFree, (p));
+    break;
+  case FREE_MANAGED:
+  case FREE_PLAIN:              /* cuMemAlloc's (DeviceMemoryResource{pool = false}) */
+    CL_CALL(cuMemFree, (p));
+    break;
+  case CLOSE_IPC:               /* a mapping of another process's memory (ipc.c) */
+    CL_CALL(cuIpcCloseMemHandle, (p));
+    break;
+  case FREE_PINNED:
+    CL_CALL(cuMemFreeHost, ((void *)(uintptr_t)p));
+    break;
+  case DESTROY_POOL:
+    CL_CALL(cuMemPoolDestroy, (pool));
+    break;
+  }
+  if (ctx && ctx != was && CL_CALL(cuCtxSetCurrent, (was)) == CUDA_SUCCESS)
+    cl_current_ctx = was;
+}
+
+void cl_release_deferred(void)
+{
+  if (cl_releases_deferred == 0)
+    return;
+  pthread_mutex_lock(&deferred_lock);
+  Deferred *list = deferred_head;
+  deferred_head = NULL;
+  deferred_tail = &deferred_head;
+  cl_releases_deferred = 0;
+  pthread_mutex_unlock(&deferred_lock);
+  while (list) {
+    Deferred *next = list->next;
+    release_now(list->op, list->ctx, list->ptr, list->pool);
+    free(list);
+    list = next;
+  }
+}
+
+/* Release now, or defer while a host function is outstanding (for a
+ * release that may wait, or any while others wait in the list). */
+static void release(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool)
+{
+  if (cl_hostfunc_outstanding > 0 && (op != DESTROY_POOL || cl_releases_deferred > 0)) {
+    Deferred *d = malloc(sizeof *d);
+    if (d) {
+      *d = (Deferred){NULL, op, ctx, p, pool};
+      pthread_mutex_lock(&deferred_lock);
+      *deferred_tail = d;
+      deferred_tail = &d->next;
+      cl_releases_deferred++;
+      pthread_mutex_unlock(&deferred_lock);
+      return;
+    }
+  }                             /* out of memory: now, whatever it costs */
+  cl_release_deferred();
+  release_now(op, ctx, p, pool);
+}
+
 /* A closed resource's pool is destroyed once no buffer needs it. */
 static void destroy_pool(cl_MemoryResource *mr)
 {
   if (mr->owns_pool)
-    CL_CALL(cuMemPoolDestroy, (mr->pool));
+    release(DESTROY_POOL, mr->dev ? mr->dev->ctx : NULL, 0, mr->pool);
   mr->pool = NULL;
   mr->close_pending = 0;
 }
 
 static void free_memory(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int stream_known)
 {
+  CUcontext ctx = mr->dev ? mr->dev->ctx : NULL;
   switch (mr->kind) {
   case CL_MR_HOST:
     free((void *)(uintptr_t)p);
     return;
   case CL_MR_MANAGED:
-    CL_CALL(cuMemFree, (p));
+    release(FREE_MANAGED, ctx, p, NULL);
     return;
   default:
     break;
   }
   if (mr->ipc_opened)
-    CL_CALL(cuIpcCloseMemHandle, (p));
+    release(CLOSE_IPC, ctx, p, NULL);
   else if (mr->pool && stream_known)
     CL_CALL(cuMemFreeAsync, (p, s));
-  else if (mr->pool) {
-    /* No stream to order the release after: wait for all work first. */
-    if (mr->dev->ctx && CL_CALL(cuCtxSetCurrent, (mr->dev->ctx)) == CUDA_SUCCESS) {
-      cl_current_ctx = mr->dev->ctx;
-      CL_CALL(cuCtxSynchronize, ());
-    }
-    CL_CALL(cuMemFree, (p));
-  } else if (mr->kind == CL_MR_DEVICE)
-    CL_CALL(cuMemFree, (p));
+  else if (mr->pool)
+    release(FREE_SYNCED, ctx, p, NULL);
+  else if (mr->kind == CL_MR_DEVICE)
+    release(FREE_PLAIN, ctx, p, NULL);
   else
-    CL_CALL(cuMemFreeHost, ((void *)(uintptr_t)p));
+    release(FREE_PINNED, ctx, p, NULL);
 }
 
 cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi)
@@ -365,8 +460,8 @@ static void set_pool_access(lua_State *L, cl_MemoryResource *mr, uint64_t want)
  * lose access. The owner in the list is accepted and not reported back. */
 static int mr_newindex(lua_State *L)
 {
-  cl_MemoryResource *mr = cl_check_mr(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  cl_MemoryResource *mr = cl_check_mr(L, 1);
   if (strcmp(key, "peer_accessible_by") != 0)
     return luaL_error(L, "cannot set '%s' of a cuda.MemoryResource", key);
   if (mr->kind != CL_MR_DEVICE || mr->pool == NULL)
@@ -467,8 +562,8 @@ static int mr_tostring(lua_State *L)
 
 static int mr_fields(lua_State *L)
 {
-  cl_MemoryResource *mr = cl_check_mr(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  cl_MemoryResource *mr = cl_check_mr(L, 1);
   if (strcmp(key, "kind") == 0)
     lua_pushstring(L, cl_mr_kind_names[mr->kind]);
   else if (strcmp(key, "is_device_accessible") == 0)

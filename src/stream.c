@@ -31,11 +31,11 @@ static cl_Event *push_event(lua_State *L, int devi, int timing, int blocking)
 {
   cl_Device *d = cl_check_device(L, devi);
   unsigned flags = (timing ? 0 : CU_EVENT_DISABLE_TIMING) | (blocking ? CU_EVENT_BLOCKING_SYNC : 0);
-  cl_device_activate(L, d);
   cl_Event *ev = lua_newuserdatauv(L, sizeof *ev, 2);
   memset(ev, 0, sizeof *ev);
   ev->closed = 1;               /* until the handle exists */
   luaL_setmetatable(L, CL_EVENT);
+  cl_device_activate(L, d);     /* after allocating: a finalizer may switch contexts */
   CL_TRY(L, cuEventCreate, (&ev->handle, flags));
   ev->closed = 0;
   ev->dev = d;
@@ -86,6 +86,7 @@ static int device_create_stream(lua_State *L)
   int non_blocking = 0;
   int priority = cl_check_stream_options(L, 2, d, &non_blocking);
   cl_Stream *s = cl_push_new_stream(L, 1, 0, priority, non_blocking);
+  cl_device_activate(L, d);     /* a finalizer that allocating ran may have switched */
   CL_TRY(L, cuStreamCreateWithPriority,
          (&s->handle, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT, priority));
   s->closed = 0;
@@ -105,24 +106,33 @@ static int device_create_event(lua_State *L)
 
 /* --- Stream --------------------------------------------------------------- */
 
-static CUresult stream_wait_fn(void *h, int block)
+/* The cl_WaitFns: a stream or event that a host function closed during
+ * the wait has nothing left to wait for (cl.h). */
+static CUresult stream_wait_fn(void *object, int block)
 {
-  return block ? CL_CALL(cuStreamSynchronize, (h)) : CL_CALL(cuStreamQuery, (h));
+  cl_Stream *s = object;
+  if (s->closed)
+    return CUDA_SUCCESS;
+  return block ? CL_CALL(cuStreamSynchronize, (s->handle)) : CL_CALL(cuStreamQuery, (s->handle));
 }
 
-static CUresult event_wait_fn(void *h, int block)
+static CUresult event_wait_fn(void *object, int block)
 {
-  return block ? CL_CALL(cuEventSynchronize, (h)) : CL_CALL(cuEventQuery, (h));
+  cl_Event *ev = object;
+  if (ev->closed)
+    return CUDA_SUCCESS;
+  return block ? CL_CALL(cuEventSynchronize, (ev->handle)) : CL_CALL(cuEventQuery, (ev->handle));
 }
 
+/* s and ev must stay on the stack: the wait reads them after host functions. */
 void cl_stream_sync(lua_State *L, cl_Stream *s)
 {
-  cl_sync(L, stream_wait_fn, s->handle, "cuStreamSynchronize");
+  cl_sync(L, stream_wait_fn, s, "cuStreamSynchronize");
 }
 
 void cl_event_sync(lua_State *L, cl_Event *ev)
 {
-  cl_sync(L, event_wait_fn, ev->handle, "cuEventSynchronize");
+  cl_sync(L, event_wait_fn, ev, "cuEventSynchronize");
 }
 
 static int stream_sync(lua_State *L)
@@ -155,9 +165,10 @@ static int stream_record(lua_State *L)
 {
   cl_Stream *s = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
   cl_Event *ev = cl_fast_test(L, 2, CL_UV_EVENT);
-  if (ev == NULL)
+  if (ev == NULL) {
     ev = record_new_event(L);
-  else if (ev->closed)
+    s = cl_check_stream(L, 1);  /* making the event can run finalizers */
+  } else if (ev->closed)
     return luaL_error(L, "%s is closed", CL_EVENT);
   else if (lua_gettop(L) != 2)
     lua_settop(L, 2);           /* costs as much as the checks: only when needed */
@@ -226,8 +237,8 @@ static int stream_tostring(lua_State *L)
 
 static int stream_fields(lua_State *L)
 {
+  const char *key = luaL_checkstring(L, 2);   /* may convert a number: allocates */
   cl_Stream *s = cl_check_stream(L, 1);
-  const char *key = luaL_checkstring(L, 2);
   if (strcmp(key, "handle") == 0)
     lua_pushinteger(L, (lua_Integer)(uintptr_t)s->handle);
   else if (strcmp(key, "device") == 0)
@@ -283,7 +294,9 @@ static int event_sub(lua_State *L)
   CUresult r = CL_CALL(cuEventElapsedTime, (&ms, start->handle, end->handle));
   if (r == CUDA_ERROR_NOT_READY) {
     cl_event_sync(L, start);
-    cl_event_sync(L, end);
+    cl_event_sync(L, end);      /* host functions ran: check both again */
+    end = cl_check_event(L, 1);
+    start = cl_check_event(L, 2);
     r = CL_CALL(cuEventElapsedTime, (&ms, start->handle, end->handle));
   }
   cl_check(L, r, "cuEventElapsedTime");
@@ -303,8 +316,8 @@ static int event_tostring(lua_State *L)
 
 static int event_fields(lua_State *L)
 {
-  cl_Event *ev = cl_check_event(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  cl_Event *ev = cl_check_event(L, 1);
   if (strcmp(key, "is_done") == 0) {
     CUresult r = CL_CALL(cuEventQuery, (ev->handle));
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)

@@ -148,6 +148,17 @@ local actions = {
       if math.random(2) == 1 then s:sync() else cuda.poll() end end end,
   function() local s, e = pick("stream"), pick("event"); if s and e then
       s:record(e); s:launch_host_func(function() close(e); close(s) end); e:sync() end end,
+  -- releases behind a pending host function never wait behind it
+  function() local s = pick("stream"); if s then
+      s:launch_host_func(function() end)
+      local b = (pick("mr") or dev.memory_resource):allocate(64)
+      b:close()                 -- no stream: deferred until the host function ran
+      if math.random(2) == 1 then cuda.poll() else s:sync() end end end,
+  -- a host function closes a green context (or anything) and waits: refused
+  function() local s = pick("stream"); if s then
+      s:launch_host_func(function() close(pick("ctx")); arm_closer(); dev:sync() end)
+      dev:sync() end end,
+  function() return getmetatable(dev.properties).__index(any(), any()) end,
   -- object code and kernels
   function() add("obj", cuda.ObjectCode.from_file(cubin_path)) end,
   function() add("obj", cuda.ObjectCode.from_data(cubin_code)) end,

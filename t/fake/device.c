@@ -13,6 +13,19 @@
 static int initialized;
 static struct CUctx_st contexts[FAKE_MAX_DEVICES];
 static int primary_refs[FAKE_MAX_DEVICES];
+static __thread CUcontext current;
+static struct CUctx_st destroyed;   /* current after its green context went */
+
+void fake_context_destroyed(CUcontext ctx)
+{
+  if (current == ctx)
+    current = &destroyed;
+}
+
+CUresult fake_ctx_usable(void)
+{
+  return current == &destroyed ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
+}
 
 int fake_initialized(void) { return initialized; }
 
@@ -31,6 +44,7 @@ CUresult fake_cuInit(unsigned int flags)
   if (flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
   initialized = 1;
+  fake_host_init();
   return fake_device_count() ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
@@ -223,15 +237,20 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice d)
 CUresult fake_cuCtxSetCurrent(CUcontext ctx)
 {
   FAKE_ENTER(cuCtxSetCurrent);
-  if (ctx && (ctx < contexts || ctx >= contexts + FAKE_MAX_DEVICES || !primary_refs[ctx->ordinal]))
+  int primary = ctx >= contexts && ctx < contexts + FAKE_MAX_DEVICES;
+  if (ctx && !(primary ? primary_refs[ctx->ordinal] > 0 : fake_green_ctx_live(ctx)))
     return CUDA_ERROR_INVALID_CONTEXT;
+  current = ctx;
   return CUDA_SUCCESS;
 }
 
 CUresult fake_cuCtxSynchronize(void)
 {
   FAKE_ENTER(cuCtxSynchronize);
-  return CUDA_SUCCESS;
+  CUresult r = fake_ctx_usable();
+  if (r == CUDA_SUCCESS)
+    fake_host_wait();
+  return r;
 }
 
 CUresult fake_cuCtxGetStreamPriorityRange(int *least, int *greatest)

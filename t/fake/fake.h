@@ -47,7 +47,13 @@ void fake_reset(void);
 long fake_calls(const char *name);
 void fake_fail_from_env(void);
 
-/* device.c */
+/* device.c. The current context: a primary one, or a green context's
+ * (green.c says which are live); a green context destroyed while current
+ * leaves a destroyed context current, and the calls that use the current
+ * context fail with CUDA_ERROR_CONTEXT_IS_DESTROYED (fake_ctx_usable). */
+void fake_context_destroyed(CUcontext ctx);
+CUresult fake_ctx_usable(void);
+int fake_green_ctx_live(CUcontext ctx);
 int fake_initialized(void);
 int fake_device_count(void);
 int fake_bad_device(CUdevice d);
@@ -85,7 +91,13 @@ struct CUgraph_st {
   size_t n, cap;
 };
 
-/* stream.c */
+/* stream.c. With CUDALUA_FAKE_HOST_THREAD=1 in the environment (read at
+ * cuInit), host functions run on a driver thread of the fake's, in issue
+ * order, as a GPU's driver runs them: every synchronize, query and the
+ * process' exit (an atexit handler, as the driver's teardown) wait for
+ * those issued. fake_host_wait is that wait. */
+void fake_host_init(void);
+void fake_host_wait(void);
 CUresult fake_submit(CUstream s, const struct fake_Work *w);
 void fake_run(const struct fake_Work *w);
 void fake_event_stamp(CUevent ev);

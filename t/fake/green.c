@@ -20,7 +20,18 @@ struct CUgreenCtx_st {
   unsigned magic;
   unsigned sms;
   struct CUctx_st ctx;
+  struct CUgreenCtx_st *next;   /* the live ones */
 };
+
+static struct CUgreenCtx_st *greens;
+
+int fake_green_ctx_live(CUcontext ctx)
+{
+  for (struct CUgreenCtx_st *g = greens; g; g = g->next)
+    if (&g->ctx == ctx)
+      return 1;
+  return 0;
+}
 
 static void sm_resource(CUdevResource *res, unsigned sms, unsigned alignment)
 {
@@ -103,6 +114,8 @@ CUresult fake_cuGreenCtxCreate(CUgreenCtx *g, CUdevResourceDesc desc, CUdevice d
   (*g)->magic = GREEN_MAGIC;
   (*g)->sms = (unsigned)sms;
   (*g)->ctx.ordinal = d;
+  (*g)->next = greens;
+  greens = *g;
   fake_keep(*g);
   fake_live[FAKE_GREEN]++;
   return CUDA_SUCCESS;
@@ -113,6 +126,12 @@ CUresult fake_cuGreenCtxDestroy(CUgreenCtx g)
   FAKE_ENTER(cuGreenCtxDestroy);
   if (!green_valid(g))
     return CUDA_ERROR_INVALID_HANDLE;
+  for (struct CUgreenCtx_st **p = &greens; *p; p = &(*p)->next)
+    if (*p == g) {
+      *p = g->next;
+      break;
+    }
+  fake_context_destroyed(&g->ctx);
   g->magic = 0;
   fake_unkeep(g);
   free(g);

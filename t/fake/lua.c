@@ -61,6 +61,14 @@ static int live(lua_State *L)
   return 2;
 }
 
+/* fakecuda.context_usable(): whether the current context is not a
+ * destroyed one (a green context destroyed while current). */
+static int context_usable(lua_State *L)
+{
+  lua_pushboolean(L, fake_ctx_usable() == CUDA_SUCCESS);
+  return 1;
+}
+
 /* The entry points, in cuGetProcAddress's table order. */
 static int names(lua_State *L)
 {
@@ -76,6 +84,7 @@ int luaopen_fakecuda(lua_State *L)
 {
   static const luaL_Reg functions[] = {
     {"fail", fail}, {"reset", reset}, {"calls", calls}, {"live", live}, {"names", names},
+    {"context_usable", context_usable},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);

@@ -362,6 +362,8 @@ CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s)
 CUresult fake_cuMemFree(CUdeviceptr p)
 {
   FAKE_ENTER(cuMemFree);
+  if (fake_ctx_usable() != CUDA_SUCCESS)
+    return fake_ctx_usable();
   return release((void *)(uintptr_t)p, 0);
 }
 
@@ -387,6 +389,8 @@ CUresult fake_cuMemHostAlloc(void **p, size_t n, unsigned int flags)
 CUresult fake_cuMemFreeHost(void *p)
 {
   FAKE_ENTER(cuMemFreeHost);
+  if (fake_ctx_usable() != CUDA_SUCCESS)
+    return fake_ctx_usable();
   return release(p, 1);
 }
 

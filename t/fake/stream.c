@@ -7,6 +7,7 @@
  * a graph instead; streams that wait on an event recorded in a capture join
  * it (fork/join capture), until the origin stream ends the capture. Graphs
  * are graph.c's. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,97 @@ void fake_run(const struct fake_Work *w)
   default:        /* no-ops; child graphs and conditionals are flattened by instantiation */
     break;
   }
+}
+
+/* --- host functions on a driver thread (fake.h) ------------------------------ */
+
+struct HostItem {
+  struct HostItem *next;
+  CUhostFn fn;
+  void *data;
+};
+
+static int host_threaded = -1;          /* unknown until cuInit */
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t host_cond = PTHREAD_COND_INITIALIZER;
+static struct HostItem *host_head, **host_tail = &host_head;
+static long host_pending;               /* issued and not yet returned */
+static int host_started;
+
+static void *host_worker(void *unused)
+{
+  (void)unused;
+  pthread_mutex_lock(&host_lock);
+  for (;;) {
+    while (host_head == NULL)
+      pthread_cond_wait(&host_cond, &host_lock);
+    struct HostItem *it = host_head;
+    host_head = it->next;
+    if (host_head == NULL)
+      host_tail = &host_head;
+    pthread_mutex_unlock(&host_lock);
+    it->fn(it->data);
+    free(it);
+    pthread_mutex_lock(&host_lock);
+    host_pending--;
+    pthread_cond_broadcast(&host_cond);
+  }
+  return NULL;
+}
+
+void fake_host_wait(void)
+{
+  if (host_threaded <= 0)
+    return;
+  pthread_mutex_lock(&host_lock);
+  while (host_pending > 0)
+    pthread_cond_wait(&host_cond, &host_lock);
+  pthread_mutex_unlock(&host_lock);
+}
+
+static int host_busy(void)
+{
+  if (host_threaded <= 0)
+    return 0;
+  pthread_mutex_lock(&host_lock);
+  long n = host_pending;
+  pthread_mutex_unlock(&host_lock);
+  return n > 0;
+}
+
+void fake_host_init(void)
+{
+  if (host_threaded >= 0)
+    return;
+  const char *env = getenv("CUDALUA_FAKE_HOST_THREAD");
+  host_threaded = env && *env && strcmp(env, "0") != 0;
+  if (host_threaded)
+    atexit(fake_host_wait);     /* the driver's teardown waits for its threads */
+}
+
+static CUresult host_issue(CUhostFn fn, void *data)
+{
+  struct HostItem *it = malloc(sizeof *it);
+  if (!it)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *it = (struct HostItem){NULL, fn, data};
+  pthread_mutex_lock(&host_lock);
+  if (!host_started) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, host_worker, NULL) != 0) {
+      pthread_mutex_unlock(&host_lock);
+      free(it);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_detach(t);
+    host_started = 1;
+  }
+  *host_tail = it;
+  host_tail = &it->next;
+  host_pending++;
+  pthread_cond_broadcast(&host_cond);
+  pthread_mutex_unlock(&host_lock);
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_submit(CUstream s, const struct fake_Work *w)
@@ -147,7 +239,10 @@ CUresult fake_cuStreamSynchronize(CUstream s)
   FAKE_ENTER(cuStreamSynchronize);
   if (!fake_stream_valid(s))
     return CUDA_ERROR_INVALID_HANDLE;
-  return capturing(s) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+  if (capturing(s))
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  fake_host_wait();
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
@@ -164,7 +259,9 @@ CUresult fake_cuStreamQuery(CUstream s)
   FAKE_ENTER(cuStreamQuery);
   if (!fake_stream_valid(s))
     return CUDA_ERROR_INVALID_HANDLE;
-  return capturing(s) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+  if (capturing(s))
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return host_busy() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult fake_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned int flags)
@@ -216,13 +313,18 @@ CUresult fake_cuEventRecord(CUevent ev, CUstream s)
 CUresult fake_cuEventSynchronize(CUevent ev)
 {
   FAKE_ENTER(cuEventSynchronize);
-  return fake_event_valid(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  if (!fake_event_valid(ev))
+    return CUDA_ERROR_INVALID_HANDLE;
+  fake_host_wait();
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_cuEventQuery(CUevent ev)
 {
   FAKE_ENTER(cuEventQuery);
-  return fake_event_valid(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  if (!fake_event_valid(ev))
+    return CUDA_ERROR_INVALID_HANDLE;
+  return host_busy() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult fake_cuEventElapsedTime(float *ms, CUevent start, CUevent end)
@@ -261,13 +363,15 @@ CUresult fake_cuStreamEndCapture(CUstream s, CUgraph *graph)
   return CUDA_SUCCESS;
 }
 
-/* Host functions run at issue time, on the calling thread: the fake has no
- * driver threads. */
+/* Host functions run at issue time, on the calling thread, unless the
+ * fake runs them on its driver thread (fake.h). */
 CUresult fake_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
 {
   FAKE_ENTER(cuLaunchHostFunc);
   if (!fn)
     return CUDA_ERROR_INVALID_VALUE;
+  if (host_threaded > 0 && fake_stream_valid(s) && !capturing(s))
+    return host_issue(fn, data);
   struct fake_Work w = {.kind = WORK_HOST};
   w.u.host.fn = fn;
   w.u.host.data = data;

@@ -1,0 +1,235 @@
+-- Host functions, waits and releases against a hostile script (issue 19):
+-- a host function (or a finalizer it runs) closes what the wait that runs
+-- it is on; os.exit inside a host function; releases that a finalizer
+-- makes while a host function is pending; green contexts closed under
+-- create_stream or while current. Each case runs in a child cudalua
+-- under `timeout`, so that a crash or a hang fails one test.
+--
+-- Backends: the fake driver (make check), once with host functions run at
+-- issue time on the Lua thread and once on a driver thread of the fake's
+-- (CUDALUA_FAKE_HOST_THREAD=1: a driver thread blocks until Lua ran the
+-- function, waits and exit wait for it, as on a GPU); and the real GPU
+-- when this process sees one.
+local t = require "tap"
+local fake = require "fake"
+local cuda = require "cuda"
+local cudalua = t.cudalua()
+
+local backends = {}
+local so = os.getenv("CUDALUA_FAKE_LIBCUDA")
+if so and io.open(so) then
+  backends[#backends + 1] = {name = "fake", env = fake.env()}
+  backends[#backends + 1] = {name = "fake+thread", env = fake.env("CUDALUA_FAKE_HOST_THREAD=1"),
+                             thread = true}
+end
+if cuda.is_available() then backends[#backends + 1] = {name = "gpu", env = "", thread = true} end
+-- CUDALUA_HOSTFN_BACKENDS="gpu" (a list) keeps those only: the GPU job's
+-- compute-sanitizer run has no use for the fake's
+local only = os.getenv("CUDALUA_HOSTFN_BACKENDS")
+if only then
+  for k = #backends, 1, -1 do
+    if not (" " .. only:gsub(",", " ") .. " "):find(" " .. backends[k].name .. " ", 1, true) then
+      table.remove(backends, k)
+    end
+  end
+end
+if #backends == 0 then t.skip_all("neither the fake driver nor a GPU") end
+
+local dir = t.tmpdir()
+local PRELUDE = [[
+local cuda = require "cuda"
+local fakecuda
+if os.getenv("CUDALUA_LIBCUDA") then fakecuda = require "fakecuda" end
+local dev = cuda.Device(0):set_current()
+local function calls(name) return fakecuda and fakecuda.calls(name) or 0 end
+local function live(kind)
+  if not fakecuda then return 0 end
+  collectgarbage(); collectgarbage()
+  return fakecuda.live()[kind]
+end
+local function aggressive_gc() collectgarbage("incremental", 0, 1000, 0) end
+]]
+
+local cases = {}
+-- name, body, what its output must match, the exit code (default 0), and
+-- only = "thread" for the cases that need a driver thread that blocks
+local function case(c) cases[#cases + 1] = c end
+
+case{name = "s:sync whose host function closes s", body = [[
+local s = dev:create_stream()
+local after
+s:launch_host_func(function() s:close(); after = calls("cuStreamSynchronize") + calls("cuStreamQuery") end)
+s:sync()
+print("waited", tostring(s), calls("cuStreamSynchronize") + calls("cuStreamQuery") - after)
+]], want = "waited\tcuda%.Stream %(closed%)\t0\n"}
+
+case{name = "ev:sync whose host function's finalizer closes ev", body = [[
+local s = dev:create_stream()
+local ev = s:record()
+local after
+s:launch_host_func(function()
+  setmetatable({}, {__gc = function() ev:close() end})
+  collectgarbage()
+  after = calls("cuEventSynchronize") + calls("cuEventQuery")
+end)
+ev:sync()
+print("waited", tostring(ev), calls("cuEventSynchronize") + calls("cuEventQuery") - after)
+]], want = "waited\tcuda%.Event %(closed%)\t0\n"}
+
+case{name = "ev2 - ev1 whose host function closes ev1", body = [[
+local s = dev:create_stream()
+local a = s:record{timing = true}
+s:launch_host_func(function() a:close() end)
+local b = s:record{timing = true}
+local ok, err = pcall(function() return b - a end)
+print(ok, ok or err:match("cuda%.Event is closed") or err)
+s:sync()
+]], want = "^%a+\t"}   -- either outcome; no crash (the fake's times never wait)
+
+case{name = "dev:sync whose host function closes its stream", body = [[
+local s = dev:create_stream()
+s:launch_host_func(function() s:close() end)
+dev:sync()
+print("synced", tostring(s))
+]], want = "synced\tcuda%.Stream %(closed%)\n"}
+
+case{name = "os.exit inside a host function", body = [[
+local s = dev:create_stream()
+s:launch_host_func(function() io.write("in\n"); io.flush(); os.exit(7) end)
+s:launch_host_func(function() io.write("never\n") end)
+s:sync()
+print("not reached")
+]], want = "^in\n$", code = 7}
+
+case{name = "os.exit(code, true) inside a host function", body = [[
+local s = dev:create_stream()
+s:launch_host_func(function() io.write("in\n"); io.flush(); os.exit(8, true) end)
+s:launch_host_func(function() io.write("never\n") end)
+s:sync()
+print("not reached")
+]], want = "^in\n$", code = 8}
+
+case{name = "os.exit with host functions pending", body = [[
+local s = dev:create_stream()
+for _ = 1, 3 do s:launch_host_func(function() io.write("never\n") end) end
+io.write("out\n")
+os.exit(9)
+]], want = "^out\n$", code = 9}
+
+case{name = "finalizers release memory while a host function is pending", body = [[
+local s = dev:create_stream()
+local ran = false
+s:launch_host_func(function() ran = true end)
+local kinds = {dev.memory_resource, cuda.PinnedMemoryResource(), cuda.ManagedMemoryResource()}
+local before = calls("cuCtxSynchronize") + calls("cuMemFree") + calls("cuMemFreeHost")
+for _, mr in ipairs(kinds) do mr:allocate(4096) end      -- no stream: garbage at once
+collectgarbage(); collectgarbage()
+local waited = calls("cuCtxSynchronize") + calls("cuMemFree") + calls("cuMemFreeHost") - before
+print("collected", ran, waited)
+s:sync()
+print("synced", ran, live("allocations"))
+]], want = "collected\tfalse\t0\nsynced\ttrue\t0\n"}
+
+case{name = "an allocation's finalizer releases pool memory behind a host function", body = [[
+aggressive_gc()
+local s = dev:create_stream()
+local ran = 0
+for i = 1, 20 do
+  s:launch_host_func(function() ran = ran + 1 end)
+  local b = dev.memory_resource:allocate(256)
+  b = nil
+  local t = {}
+  for k = 1, 50 do t[k] = {k} end      -- allocations: the finalizer runs in one
+end
+cuda.poll()
+s:sync()
+print("ran", ran, live("allocations"))
+]], want = "ran\t20\t0\n"}
+
+case{name = "the state closes with a release deferred", body = [[
+local s = dev:create_stream()
+s:launch_host_func(function() io.write("never\n") end)
+dev.memory_resource:allocate(4096)
+collectgarbage(); collectgarbage()
+io.write("closing\n")
+os.exit(0, true)
+]], want = "^closing\n$"}
+
+case{name = "launch_host_func while a finalizer closes the stream", body = [[
+aggressive_gc()
+local refused, ran = 0, 0
+for _ = 1, 50 do
+  local s = dev:create_stream()
+  setmetatable({}, {__gc = function() s:close() end})
+  local ok, err = pcall(s.launch_host_func, s, function() ran = ran + 1 end)
+  if not ok then assert(err:match("closed"), err); refused = refused + 1 end
+end
+collectgarbage()
+dev:sync()
+print("done", refused + ran)
+]], want = "done\t50\n"}
+
+case{name = "ctx:create_stream while a finalizer closes the context", body = [[
+aggressive_gc()
+local groups = dev.resources.sm:split{count = 16, groups = 1}
+local bad, refused, made = 0, 0, 0
+for i = 1, 200 do
+  local ctx = dev:create_context{resources = {groups[1]}}
+  setmetatable({}, {__gc = function() ctx:close() end})
+  for k = 1, i % 7 do local _ = {k} end   -- so the finalizer runs at each step in turn
+  local ok, s = pcall(ctx.create_stream, ctx, {priority = 0})
+  if ok then
+    made = made + 1
+    if tostring(ctx):match("closed") and not tostring(s):match("closed") then bad = bad + 1 end
+  elseif tostring(s):match("cuda%.Context is closed") then
+    refused = refused + 1
+  else
+    print("error: " .. tostring(s))
+  end
+  ctx:close()
+end
+collectgarbage("generational")
+print("bad", bad, "all", refused + made, live("contexts"))
+]], want = "^bad\t0\tall\t200\t0\n$"}
+
+case{name = "a green context destroyed while current", body = [[
+local groups = dev.resources.sm:split{count = 16, groups = 1}
+local ctx = dev:create_context{resources = {groups[1]}}
+local s = ctx:create_stream()
+local pinned = cuda.PinnedMemoryResource()
+local h = pinned:allocate(1024)
+local d = dev.memory_resource:allocate(1024, s)
+s:begin_capture()
+d:fill(cuda.u32(7), s)
+local g = s:end_capture()
+g:launch(s)                 -- the green context is current now
+s:sync()
+s:close()
+ctx:close()
+g:close()                   -- its last graph: the green context goes
+print("usable", fakecuda == nil or fakecuda.context_usable())
+h:close()                   -- releases afterwards
+d:close()
+print("live", live("allocations"))
+]], want = "usable\ttrue\nlive\t0\n"}
+
+case{name = "dev.properties' __index called by hand", body = [[
+local index = getmetatable(dev.properties).__index
+print(pcall(index, 5, "x"))
+print(pcall(index, {}, "multiprocessor_count"))
+]], want = "false\t.-table expected.-\ntrue\t%d+\n"}
+
+local function run_case(b, c)
+  local path = dir .. "/" .. c.name:gsub("[^%w]+", "_") .. ".lua"
+  t.write_file(path, PRELUDE .. c.body)
+  local code, out, err = t.run(("%s timeout 60 %s '%s'"):format(b.env, cudalua, path))
+  local label = b.name .. ": " .. c.name
+  t.is(code, c.code or 0, label .. ": exit status" .. (code == 124 and " (hung)" or ""))
+  t.like(out, c.want, label .. ": outcome")
+  if code ~= (c.code or 0) or not out:match(c.want) then t.diag(err) end
+end
+
+t.plan(#backends * #cases * 2)
+for _, b in ipairs(backends) do
+  for _, c in ipairs(cases) do run_case(b, c) end
+end
