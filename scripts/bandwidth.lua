@@ -243,7 +243,7 @@ local function run_matrix(args)
 end
 
 local args = parse_args()
-if args.mpi then os.exit(require("cuda.mpi_bench").run(args, bandwidth.default_sizes()) and 0 or 1) end
+if args.mpi then os.exit(require("cuda.mpi_bench").run(args) and 0 or 1) end
 if args.matrix then run_matrix(args) end
 args.engines = args.engines or {"copy"}
 local dev = cuda.Device(args.device)

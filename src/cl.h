@@ -149,6 +149,7 @@ typedef struct cl_MemoryResource {
   size_t graph_held;            /* live buffers closed for Lua, kept by graphs */
   int close_pending;            /* closed for Lua; destroyed with its last buffer */
   uint64_t peer_mask;           /* devices granted access (peer_accessible_by), bit = ordinal */
+  int ipc_opened;               /* device memory of another process (ipc.c): closed, never allocated */
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
@@ -163,6 +164,10 @@ void cl_mr_release_graph_held(cl_MemoryResource *mr, CUdeviceptr ptr, size_t siz
 void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size, CUstream s,
                    int stream_known);
 extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
+/* Push the resource that owns device memory opened from another process on
+ * the device at devi (cuIpcOpenMemHandle): its buffers close their mapping
+ * (cuIpcCloseMemHandle) and it allocates nothing (ipc.c). */
+cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi);
 
 /* --- buffers (buffer.c) -------------------------------------------------- */
 
@@ -541,6 +546,7 @@ void cl_open_linker(lua_State *L);
 void cl_open_launch(lua_State *L);
 void cl_open_graph(lua_State *L);
 void cl_open_term(lua_State *L);
+void cl_open_ipc(lua_State *L);
 
 /* --- devices, graphs and green contexts at cuda.core's level -------------- */
 

@@ -90,6 +90,12 @@ local actions = {
   function() add("mr", cuda.PinnedMemoryResource()) end,
   function() add("mr", cuda.ManagedMemoryResource()) end,
   function() add("mr", cuda.DeviceMemoryResource(dev, {release_threshold = math.random(0, 1 << 20)})) end,
+  function() add("mr", cuda.DeviceMemoryResource(dev, {pool = false})) end,
+  -- CUDA IPC: exports of any buffer (refused but for plain allocations),
+  -- their fields, closes; opening a handle (this process's own: refused)
+  function() local b = pick("buffer"); if b then add("export", b:ipc_export()) end end,
+  function() local e = pick("export"); if e then return e.handle, e.offset, e.size, e.buffer_closed, tostring(e) end end,
+  function() local e = pick("export"); if e then add("buffer", cuda.ipc_open(e.handle, any(), any())) end end,
   function() local mr = pick("mr") or dev.memory_resource; add("buffer", mr:allocate(math.random(1, 64) * 4, pick("stream"))) end,
   -- extreme sizes, but none that would succeed and make every later fill slow
   function() local mr, n = pick("mr"), any()
@@ -131,8 +137,8 @@ local actions = {
   function() add("ctx", dev:create_context{resources = dev.resources.sm:split{count = math.random(1, 40), groups = 1}}) end,
   function() local c = pick("ctx"); if c then origin[add("stream", c:create_stream())] = "green stream" end end,
   function() local c = pick("ctx"); if c then return c.resources, c.handle end end,
-  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "obj", "kernel", "pc"}; close(pick(kinds[math.random(#kinds)])) end,
-  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view", "obj", "kernel"}
+  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "obj", "kernel", "pc", "export"}; close(pick(kinds[math.random(#kinds)])) end,
+  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view", "obj", "kernel", "pc", "export"}
     local list = pool[kinds[math.random(#kinds)]]; if list and #list > 0 then table.remove(list, math.random(#list)) end end,
   function() collectgarbage(math.random(2) == 1 and "step" or "collect") end,
   function() local o = any(); setmetatable({}, {__gc = function() close(o) end}) end,

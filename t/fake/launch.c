@@ -46,6 +46,45 @@ static void scale_and_bias(Param *p)
     data[i] = data[i] * scale + bias;
 }
 
+/* mpi_reduce_<op>_<dtype>(T *acc, const T *in, u64 n) (kernels/mpi_reduce.cu) */
+#define REDUCE_LOOP(T)                                                           \
+  do {                                                                           \
+    T *acc = (T *)(uintptr_t)param_u64(p[0]);                                    \
+    const T *in = (const T *)(uintptr_t)param_u64(p[1]);                         \
+    for (uint64_t i = 0, n = param_u64(p[2]); i < n; i++)                        \
+      acc[i] = op == 0 ? (T)(acc[i] + in[i]) : op == 1 ? (in[i] < acc[i] ? in[i] : acc[i]) \
+                                              : (in[i] > acc[i] ? in[i] : acc[i]); \
+  } while (0)
+
+static int mpi_reduce(const char *name, Param *p)
+{
+  static const char *const ops[] = {"sum_", "min_", "max_"};
+  const char *prefix = "mpi_reduce_";
+  if (strncmp(name, prefix, strlen(prefix)) != 0)
+    return 0;
+  name += strlen(prefix);
+  int op = -1;
+  for (int i = 0; i < 3; i++)
+    if (strncmp(name, ops[i], 4) == 0)
+      op = i;
+  if (op < 0)
+    return 0;
+  name += 4;
+  if (strcmp(name, "float32") == 0) REDUCE_LOOP(float);
+  else if (strcmp(name, "float64") == 0) REDUCE_LOOP(double);
+  else if (strcmp(name, "int8") == 0) REDUCE_LOOP(int8_t);
+  else if (strcmp(name, "int16") == 0) REDUCE_LOOP(int16_t);
+  else if (strcmp(name, "int32") == 0) REDUCE_LOOP(int32_t);
+  else if (strcmp(name, "int64") == 0) REDUCE_LOOP(int64_t);
+  else if (strcmp(name, "uint8") == 0) REDUCE_LOOP(uint8_t);
+  else if (strcmp(name, "uint16") == 0) REDUCE_LOOP(uint16_t);
+  else if (strcmp(name, "uint32") == 0) REDUCE_LOOP(uint32_t);
+  else if (strcmp(name, "uint64") == 0) REDUCE_LOOP(uint64_t);
+  else
+    return 0;
+  return 1;
+}
+
 static const struct { const char *name; int nparams; void (*run)(Param *); } emulations[] = {
   {"vector_scale", 4, vector_scale},
   {"scale_and_bias", 4, scale_and_bias},
@@ -102,6 +141,8 @@ void fake_kernel_run(CUfunction fn, const unsigned char *args)
     if (fake_function_param(fn, (size_t)i, &offset, &size) == CUDA_SUCCESS)
       memcpy(params[i], args + offset, size < 8 ? size : 8);
   }
+  if (n == 3 && mpi_reduce(fake_function_name(fn), params))
+    return;
   for (size_t i = 0; i < sizeof emulations / sizeof emulations[0]; i++)
     if (strcmp(fake_function_name(fn), emulations[i].name) == 0 && n == emulations[i].nparams)
       emulations[i].run(params);
