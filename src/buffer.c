@@ -91,6 +91,11 @@ void cl_buffer_graph_release(cl_Buffer *b)
     cl_mr_release_graph_held(owner->mr, owner->ptr, owner->size);
 }
 
+void cl_buffer_hold(cl_Buffer *b)
+{
+  (b->owner ? b->owner : b)->graph_refs++;
+}
+
 static int buffer_gc(lua_State *L)
 {
   lua_settop(L, 1);
@@ -400,4 +405,7 @@ void cl_open_buffer(lua_State *L)
     {"advise", buffer_advise}, {NULL, NULL}
   };
   cl_new_type(L, CL_BUFFER, meta, methods, buffer_fields);
+  static const cl_BufferAPI api = {cl_buffer_hold, cl_buffer_graph_release};
+  lua_pushlightuserdata(L, (void *)&api);
+  lua_setfield(L, LUA_REGISTRYINDEX, CL_BUFFER_API);
 }

@@ -195,6 +195,16 @@ void cl_buffer_graph_release(cl_Buffer *b);
  * (a cuda.View; NULL for anything else), the address of its first element
  * in *ptr. Only for functions registered through cl_setfuncs (cl_fast_test). */
 cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr);
+/* A pending operation outside the GPU (an MPI request) uses b's memory:
+ * closing b then closes it for Lua only, and the memory goes back at the
+ * matching cl_buffer_graph_release. The module cuda.mpi_core reaches both
+ * through the registry's CL_BUFFER_API, a light userdata. */
+void cl_buffer_hold(cl_Buffer *b);
+typedef struct cl_BufferAPI {
+  void (*hold)(cl_Buffer *b);
+  void (*release)(cl_Buffer *b);
+} cl_BufferAPI;
+#define CL_BUFFER_API "cuda.BufferAPI"
 /* The host address of a host-accessible buffer; raises otherwise. */
 void *cl_buffer_host(lua_State *L, int i, cl_Buffer *b);
 

@@ -227,6 +227,7 @@ typedef struct Region {
   void *addr;
   size_t size;                  /* bytes */
   int dtype;                    /* index into dtype_names; -1 for a bare buffer */
+  cl_Buffer *buf;
 } Region;
 
 /* The Buffer at i, or a View's buffer (then the View's dtype too); raises
@@ -234,7 +235,7 @@ typedef struct Region {
  * when MPI cannot take it. */
 static Region check_region_of(lua_State *L, int i, cl_Buffer **out)
 {
-  Region r = {NULL, 0, -1};
+  Region r = {NULL, 0, -1, NULL};
   cl_Buffer *b = luaL_testudata(L, i, CL_BUFFER);
   if (b == NULL && luaL_testudata(L, i, CL_VIEW)) {
     lua_getfield(L, i, "dtype");
@@ -251,6 +252,7 @@ static Region check_region_of(lua_State *L, int i, cl_Buffer **out)
     luaL_argerror(L, i, "device memory, and this MPI is not CUDA-aware (stage it through pinned memory)");
   r.addr = (void *)(uintptr_t)b->ptr;
   r.size = b->size;
+  r.buf = b;
   if (out)
     *out = b;
   return r;
@@ -302,13 +304,14 @@ static MPI_Datatype region_type(lua_State *L, Region *r, int dti, int *count)
 typedef struct Message {
   void *addr;
   int count, peer, tag;
+  cl_Buffer *buf;
 } Message;
 
 static Message check_message(lua_State *L, int receiving)
 {
   ensure_started(L);
   Region r = check_region(L, 1);
-  Message m = {r.addr, check_count(L, 1, r.size), MPI_ANY_SOURCE, MPI_ANY_TAG};
+  Message m = {r.addr, check_count(L, 1, r.size), MPI_ANY_SOURCE, MPI_ANY_TAG, r.buf};
   if (!receiving || !lua_isnoneornil(L, 2))
     m.peer = check_rank(L, 2, receiving);
   if (!receiving || !lua_isnoneornil(L, 3))
@@ -395,7 +398,34 @@ typedef struct Request {
   MPI_Request req;
   int done;
   MPI_Status st;
+  cl_Buffer *held;              /* the buffer MPI reads or writes, its memory held until done */
 } Request;
+
+/* While MPI may touch a buffer's memory, closing the buffer (buf:close()
+ * or a finalizer) only closes it for Lua: the memory goes back when the
+ * request is done, as with graphs (graph_refs counts both). */
+static const cl_BufferAPI *buffer_api;   /* the core's, from the registry (luaopen) */
+
+static void hold_buffer(Request *q, cl_Buffer *b)
+{
+  buffer_api->hold(b);
+  q->held = b;
+}
+
+static void release_buffer(Request *q)
+{
+  if (q->held)
+    buffer_api->release(q->held);
+  q->held = NULL;
+}
+
+/* Start a request on MPI with b held; an MPI failure lets b go again. */
+#define REQUEST_START(L, q, b, fn, args) do { \
+    hold_buffer(q, b); \
+    int rc_ = fn args; \
+    if (rc_ != MPI_SUCCESS) { release_buffer(q); fail(L, #fn, rc_); } \
+    q->done = 0; \
+  } while (0)
 
 static Request *check_request(lua_State *L)
 {
@@ -405,6 +435,7 @@ static Request *check_request(lua_State *L)
 static int finish(lua_State *L, Request *q)
 {
   q->done = 1;
+  release_buffer(q);
   if (lua_getiuservalue(L, 1, 2) == LUA_TFUNCTION)
     lua_call(L, 0, 0);
   else
@@ -446,6 +477,8 @@ static int request_gc(lua_State *L)
     MPI_Wait(&q->req, MPI_STATUS_IGNORE);
   }
   q->done = 1;
+  if (!finalized)
+    release_buffer(q);
   return 0;
 }
 
@@ -460,6 +493,7 @@ static Request *push_request(lua_State *L, int bufi, int on_done)
   Request *q = lua_newuserdatauv(L, sizeof *q, 2);
   q->req = MPI_REQUEST_NULL;
   q->done = 1;                  /* until MPI has the request */
+  q->held = NULL;
   luaL_setmetatable(L, REQUEST);
   lua_pushvalue(L, bufi);
   lua_setiuservalue(L, -2, 1);
@@ -474,20 +508,20 @@ static Request *push_request(lua_State *L, int bufi, int on_done)
 /* isend(buf, dest [, tag]) -> request */
 static int mpi_isend(lua_State *L)
 {
+  lua_settop(L, 3);
+  Request *q = push_request(L, 1, 0);             /* 4: made before the checks */
   Message m = check_message(L, 0);
-  Request *q = push_request(L, 1, 0);
-  MPI_TRY(L, MPI_Isend, (m.addr, m.count, MPI_BYTE, m.peer, m.tag, world.comm, &q->req));
-  q->done = 0;
+  REQUEST_START(L, q, m.buf, MPI_Isend, (m.addr, m.count, MPI_BYTE, m.peer, m.tag, world.comm, &q->req));
   return 1;
 }
 
 /* irecv(buf [, src [, tag [, on_done]]]) -> request */
 static int mpi_irecv(lua_State *L)
 {
+  lua_settop(L, 4);
+  Request *q = push_request(L, 1, lua_isnil(L, 4) ? 0 : 4);   /* 5: made before the checks */
   Message m = check_message(L, 1);
-  Request *q = push_request(L, 1, lua_isnoneornil(L, 4) ? 0 : 4);
-  MPI_TRY(L, MPI_Irecv, (m.addr, m.count, MPI_BYTE, m.peer, m.tag, world.comm, &q->req));
-  q->done = 0;
+  REQUEST_START(L, q, m.buf, MPI_Irecv, (m.addr, m.count, MPI_BYTE, m.peer, m.tag, world.comm, &q->req));
   return 1;
 }
 
@@ -511,7 +545,8 @@ static void *wire_bytes(lua_State *L, int i, lua_Integer off, lua_Integer len)
   cl_Buffer *b = luaL_testudata(L, i, CL_BUFFER);
   if (b == NULL)
     luaL_typeerror(L, i, "cuda.Buffer");
-  if (b->closed || (b->owner && b->owner->closed))
+  /* closed for Lua but held by the operation (core.hold): still its memory */
+  if ((b->closed || (b->owner && b->owner->closed)) && (b->owner ? b->owner : b)->graph_refs == 0)
     luaL_argerror(L, i, "cuda.Buffer is closed");
   if (b->mr->kind == CL_MR_DEVICE)
     luaL_argerror(L, i, "device memory");
@@ -533,8 +568,7 @@ static int mpi_wire_isend(lua_State *L)
   MPI_Comm comm = wire_comm(L, 6);
   Request *q = push_request(L, 1, 0);
   void *p = wire_bytes(L, 1, off, len);
-  MPI_TRY(L, MPI_Isend, (p, (int)len, MPI_BYTE, dest, tag, comm, &q->req));
-  q->done = 0;
+  REQUEST_START(L, q, lua_touserdata(L, 1), MPI_Isend, (p, (int)len, MPI_BYTE, dest, tag, comm, &q->req));
   return 1;
 }
 
@@ -547,8 +581,49 @@ static int mpi_wire_irecv(lua_State *L)
   MPI_Comm comm = wire_comm(L, 6);
   Request *q = push_request(L, 1, 0);
   void *p = wire_bytes(L, 1, off, len);
-  MPI_TRY(L, MPI_Irecv, (p, (int)len, MPI_BYTE, src, tag, comm, &q->req));
-  q->done = 0;
+  REQUEST_START(L, q, lua_touserdata(L, 1), MPI_Irecv, (p, (int)len, MPI_BYTE, src, tag, comm, &q->req));
+  return 1;
+}
+
+/* hold(buf) -> a to-be-closed value: while it is open, closing buf (or
+ * its owner) closes it for Lua only, and the operation that took the hold
+ * may still use its memory (wire_isend, wire_irecv): the memory goes back
+ * when the hold closes. cuda.mpi holds every message's buffer. */
+#define HOLD "cuda.mpi.Hold"
+typedef struct Hold {
+  cl_Buffer *buf;               /* NULL once released */
+} Hold;
+
+static int mpi_hold(lua_State *L)
+{
+  lua_settop(L, 1);
+  Hold *h = lua_newuserdatauv(L, sizeof *h, 1);  /* 2: made before the check */
+  h->buf = NULL;
+  luaL_setmetatable(L, HOLD);
+  cl_Buffer *b = luaL_checkudata(L, 1, CL_BUFFER);
+  if (b->closed || (b->owner && b->owner->closed))
+    luaL_argerror(L, 1, "cuda.Buffer is closed");
+  buffer_api->hold(b);
+  h->buf = b;
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, 2, 1);
+  return 1;
+}
+
+static int hold_release(lua_State *L)
+{
+  Hold *h = luaL_checkudata(L, 1, HOLD);
+  if (h->buf)
+    buffer_api->release(h->buf);
+  h->buf = NULL;
+  return 0;
+}
+
+/* is_open(buf): whether buf and its owner are open. */
+static int mpi_is_open(lua_State *L)
+{
+  cl_Buffer *b = luaL_checkudata(L, 1, CL_BUFFER);
+  lua_pushboolean(L, !b->closed && !(b->owner && b->owner->closed));
   return 1;
 }
 
@@ -844,6 +919,16 @@ int luaopen_cuda_mpi_core(lua_State *L);
 
 int luaopen_cuda_mpi_core(lua_State *L)
 {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, CL_BUFFER_API) != LUA_TLIGHTUSERDATA) {
+    lua_getglobal(L, "require");                  /* the core registers it */
+    lua_pushliteral(L, "cuda");
+    lua_call(L, 1, 0);
+    lua_getfield(L, LUA_REGISTRYINDEX, CL_BUFFER_API);
+  }
+  buffer_api = lua_touserdata(L, -1);
+  if (buffer_api == NULL)
+    return luaL_error(L, "cuda.mpi_core: the cuda module did not register its buffers");
+  lua_settop(L, 0);
   static const luaL_Reg request_methods[] = {
     {"wait", request_wait}, {"test", request_test}, {NULL, NULL}
   };
@@ -856,6 +941,7 @@ int luaopen_cuda_mpi_core(lua_State *L)
     {"recv", mpi_recv}, {"isend", mpi_isend}, {"irecv", mpi_irecv},
     {"allreduce", mpi_allreduce}, {"is_device", mpi_is_device},
     {"wire_isend", mpi_wire_isend}, {"wire_irecv", mpi_wire_irecv}, {"poke", mpi_poke},
+    {"hold", mpi_hold}, {"is_open", mpi_is_open},
     {"peek", mpi_peek}, {"check_message", mpi_check_message},
     {"is_buffer", mpi_is_buffer}, {NULL, NULL}
   };
@@ -863,6 +949,13 @@ int luaopen_cuda_mpi_core(lua_State *L)
     luaL_setfuncs(L, request_meta, 0);
     luaL_newlib(L, request_methods);
     lua_setfield(L, -2, "__index");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, HOLD)) {
+    lua_pushcfunction(L, hold_release);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, hold_release);
+    lua_setfield(L, -2, "__gc");
   }
   lua_pop(L, 1);
   luaL_newlib(L, fns);

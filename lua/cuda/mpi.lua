@@ -447,6 +447,7 @@ end
 -- a header on comm with tag, then the payload. whole: stage device memory
 -- whole instead of through the ring (non-blocking sends).
 local function send_op(buf, size, id, dest, tag, comm, whole)
+  local _ <close> = core.hold(buf)   -- closing buf meanwhile keeps its memory until the end
   local area = take_area()
   -- at least 8 chunks of at least 256 KiB, so that mid-sized messages
   -- overlap too; never more than chunk_size
@@ -505,17 +506,22 @@ local function send_op(buf, size, id, dest, tag, comm, whole)
   return size, dest, tag
 end
 
-local function truncated(size, room)
+local function truncated_message(size, room)
   return ("MPI_Recv: message truncated (%d bytes into a buffer of %d)"):format(size, room)
 end
 
 -- Receive into buffer dst (room bytes; device id or nil) from src with tag
 -- on comm: bytes, source, tag.
 local function recv_op(dst, room, id, src, tag, comm)
+  local _ <close> = core.hold(dst)   -- closing dst meanwhile keeps its memory until the end
   local area = take_area()
   local _, from, got_tag = await(core.wire_irecv(area, 0, HEADER + INLINE, src, tag, comm))
   local kind, size, wtag, chunk, eid, offset, asize, handle, ids = string.unpack(HDR, core.peek(area, 0, HEADER))
-  local fits = size <= room
+  -- device memory is copied through its Buffer, which refuses once closed:
+  -- then the message is taken and dropped, as one that does not fit
+  local closed = id and not core.is_open(dst)
+  local fits = size <= room and not closed
+  local function truncated(size, room) return closed and "cuda.Buffer is closed" or truncated_message(size, room) end
   if kind == K_INLINE then
     if fits and size > 0 then
       local from_area = area:slice(HEADER, size)
