@@ -53,7 +53,7 @@ local function any()
   local r = math.random(10)
   if r <= 4 then return extremes[math.random(#extremes)] end
   if r <= 6 then return math.random(0, 4096) end
-  local kinds = {"stream", "event", "buffer", "view", "graph", "builder", "node", "mr", "ctx"}
+  local kinds = {"stream", "event", "buffer", "view", "graph", "builder", "node", "mr", "ctx", "handle"}
   return pick(kinds[math.random(#kinds)])
 end
 local scalars = {"u8", "u16", "u32", "i32", "f32", "f64", "u64"}   -- u64 last: see the launch
@@ -70,10 +70,9 @@ local function arm_closer()
   end})
 end
 
--- A graph must not run after an event it uses was closed (the documented
--- rule: graphs keep their buffers, not their events), so graphs use a fixed
--- set of buffers and events of their own, never closed, never sliced,
--- never picked by any().
+-- Graphs keep the buffers and events they use (closing them defers the
+-- free); the fixed set of buffers and events below, never closed, gives
+-- the capture actions something always valid to use as well.
 local graph_buffers, graph_events = {}, {}
 for i = 1, 8 do
   graph_buffers[i] = cuda.PinnedMemoryResource():allocate(256)
@@ -203,6 +202,24 @@ local actions = {
   function() local o = pick("obj"); if o then
       add("kernel", o:get_kernel("scale_and_bias", math.random(2) == 1 and "float*, float, float, size_t" or "float*, double")) end end,
   function() local o = any(); return tostring(o), o ~= nil and type(o) == "userdata" and o.device end,
+  -- graphs: event nodes, conditional handles (forged ones too), memsets and
+  -- copies of any buffer, kernel updates, events recorded into captures
+  function() local b, e = pick("builder"), pick("event"); if b and e then
+      add("node", (math.random(2) == 1 and b.record or b.wait)(b, pick("node"), e)) end end,
+  function() local b = pick("builder"); if b then add("handle", b:create_conditional_handle(any())) end end,
+  function() local b = pick("builder"); if b then   -- a handle of any builder, or a forged one
+      local h = math.random(3) == 1 and cuda.u64(math.random(0, 1 << 33)) or pick("handle") or b:create_conditional_handle(math.random(0, 1))
+      local n, body = b:if_cond(pick("node"), h); add("node", n); add("builder", body) end end,
+  function() local b = pick("builder"); if b then   -- default 0: a real GPU never loops
+      local n, body = b:while_loop(nil, b:create_conditional_handle(0)); add("node", n); add("builder", body) end end,
+  function() local b, x = pick("builder"), pick("buffer"); if b and x then
+      add("node", math.random(2) == 1 and b:memset(pick("node"), x, math.random(0, 255)) or b:memcpy(pick("node"), x, pick("buffer") or x)) end end,
+  function() local g, k, x = pick("graph"), pick("kernel"), pick("buffer"); if g and k and x then
+      g:update_kernel(pick("node"), cuda.LaunchConfig{grid = 1, block = 32}, k, x, cuda.f32(1), cuda.f32(0), cuda.u64(1)) end end,
+  function() local s, e = pick("stream"), pick("event"); if s and e then
+      s:begin_capture(); s:record(e); graph_buffer():fill(cuda.u8(2), s); add("graph", s:end_capture()) end end,
+  function() local b = pick("builder"); if b then return b.node_count, tostring(b), b[1] end end,
+  function() local g = pick("graph"); if g then return g.node_count, tostring(g), g[1] end end,
   function() if fakecuda then
       local names = fakecuda.names(); fakecuda.fail(names[math.random(#names)], math.random(1, 5)) end end,
 }
