@@ -204,6 +204,29 @@ static inline int cl_mr_accessible_from(const cl_MemoryResource *mr, const cl_De
   return d->ordinal < 64 && (mr->peer_mask >> d->ordinal & 1);
 }
 
+/* --- views (view.c) ------------------------------------------------------ */
+
+/* The memory of a cuda.View (its userdata pointer): for launch and copies. */
+typedef struct cl_ViewMemory {
+  cl_Buffer *buf;               /* the view's buffer: the caller checks it is open */
+  CUdeviceptr ptr;              /* its first element */
+  size_t nbytes;                /* elements * itemsize: its bytes when contiguous */
+  int contiguous;
+} cl_ViewMemory;
+void cl_view_memory(const void *view, cl_ViewMemory *m);
+
+/* A run of memory a copy reads or writes (buffer.c): a buffer, a slice or
+ * a contiguous view's elements. */
+typedef struct cl_Span {
+  CUdeviceptr ptr;
+  size_t size;
+  cl_MemoryResource *mr;
+} cl_Span;
+/* The open Buffer or contiguous View at i as a span, or the error (arg
+ * names the argument). Only for functions with the metatables as upvalues
+ * (cl_setfuncs). Allocates nothing unless it raises. */
+void cl_check_span(lua_State *L, int i, cl_Span *out);
+
 /* --- element types and typed scalars (dtype.c) --------------------------- */
 
 typedef enum {
@@ -483,6 +506,7 @@ void cl_open_stream(lua_State *L);
 void cl_open_memory(lua_State *L);
 void cl_open_buffer(lua_State *L);
 void cl_open_view(lua_State *L);
+void cl_open_copy_batch(lua_State *L);
 void cl_open_dtype(lua_State *L);
 void cl_open_program(lua_State *L);
 void cl_open_module(lua_State *L);

@@ -229,7 +229,12 @@ static void pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d
     pack_number(L, k, i, n, size, slot);
   else if (cl_metatable_is(L, mt, CL_UV_BUFFER))
     pack_buffer(L, k, n, size, lua_touserdata(L, i), d, slot);
-  else if (cl_metatable_is(L, mt, CL_UV_SCALAR)) {
+  else if (cl_metatable_is(L, mt, CL_UV_VIEW)) {   /* its first element's address */
+    cl_ViewMemory m;
+    cl_view_memory(lua_touserdata(L, i), &m);
+    pack_buffer(L, k, n, size, m.buf, d, slot);
+    *slot = (uint64_t)m.ptr;
+  } else if (cl_metatable_is(L, mt, CL_UV_SCALAR)) {
     cl_Scalar *sc = lua_touserdata(L, i);
     if (cl_dtype_sizes[sc->type] != size)
       arg_error(L, k, n, "%s does not match the parameter's %d bytes",
