@@ -309,6 +309,21 @@ static int buffer_slice(lua_State *L)
   return 1;
 }
 
+/* buf:set_deallocation_stream(s): the stream close() and the collector
+ * order the release on when close is given none (cuda.core's
+ * Buffer deallocation stream); s is kept alive with the buffer. */
+static int buffer_set_deallocation_stream(lua_State *L)
+{
+  cl_Buffer *b = cl_check_buffer(L, 1);
+  cl_Stream *s = cl_check_stream(L, 2);
+  if (b->owner)
+    return luaL_error(L, "set_deallocation_stream: a slice frees nothing; set it on its owner");
+  b->stream = s;
+  lua_settop(L, 2);
+  lua_setiuservalue(L, 1, 2);
+  return 1;
+}
+
 /* --- managed memory ---------------------------------------------------------------- */
 
 static CUmemLocation location_arg(lua_State *L, int i)
@@ -405,7 +420,11 @@ static int buffer_fields(lua_State *L)
     lua_pushboolean(L, cl_mr_host_accessible(b->mr));
   else if (strcmp(key, "is_slice") == 0)
     lua_pushboolean(L, b->owner != NULL);
-  else if (strcmp(key, "owner") == 0)
+  else if (strcmp(key, "deallocation_stream") == 0) {
+    lua_getiuservalue(L, 1, b->owner ? 1 : 2);
+    if (b->owner)
+      lua_getiuservalue(L, -1, 2);
+  } else if (strcmp(key, "owner") == 0)
     b->owner ? (void)lua_getiuservalue(L, 1, 1) : lua_pushnil(L);
   else
     lua_pushnil(L);
@@ -421,7 +440,8 @@ void cl_open_buffer(lua_State *L)
   static const luaL_Reg methods[] = {
     {"copy_to", buffer_copy_to}, {"copy_from", buffer_copy_from}, {"fill", buffer_fill},
     {"slice", buffer_slice}, {"close", buffer_close}, {"prefetch", buffer_prefetch},
-    {"advise", buffer_advise}, {NULL, NULL}
+    {"advise", buffer_advise}, {"set_deallocation_stream", buffer_set_deallocation_stream},
+    {NULL, NULL}
   };
   cl_new_type(L, CL_BUFFER, meta, methods, buffer_fields);
 }

@@ -79,6 +79,7 @@ typedef struct cl_Stream {
   int non_blocking;
   struct cl_GraphRefs *capture; /* the capture it records into (user value 3), or NULL */
   void *green;                  /* its green context (context.c; user value 2), or NULL */
+  int is_default;               /* the driver's legacy or per-thread stream: never destroyed */
 } cl_Stream;
 
 typedef struct cl_Event {
@@ -93,6 +94,9 @@ typedef struct cl_Event {
 cl_Stream *cl_check_stream(lua_State *L, int i);
 cl_Stream *cl_opt_stream(lua_State *L, int i);    /* NULL for none/nil */
 cl_Event *cl_check_event(lua_State *L, int i);
+/* Push the device's (at devi) legacy (per_thread = 0) or per-thread
+ * default stream, one object each per device (stream.c). */
+void cl_push_default_stream(lua_State *L, int devi, int per_thread);
 /* s:sync() and ev:sync(), host functions polled (cl_sync). */
 void cl_stream_sync(lua_State *L, cl_Stream *s);
 void cl_event_sync(lua_State *L, cl_Event *ev);
