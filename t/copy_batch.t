@@ -125,8 +125,8 @@ cuda.copy_batch(s, {good}, {src_location_hint = dev, dst_location_hint = "host",
 s:sync()
 
 -- a captured batch keeps its buffers for the graph
-s:begin_capture()
 local tmp = kinds.device:allocate(SIZE, s)
+s:begin_capture()
 cuda.copy_batch(s, {{tmp, bufs.pinned}, {bufs.device, tmp:view("uint8")}})
 local g = s:end_capture()
 tmp:close(s)
