@@ -2,37 +2,35 @@
 /* copy_ref: copy bandwidth through the raw CUDA driver API, for pinned,
  * pageable, pool-allocated pinned, device and managed memory. The
  * yardstick for `memory_resources --bandwidth`, which copies the same way
- * through cudalua (see bench/README.md).
+ * through cudalua (bench/README.md, "Like with like").
  *
- * Method: per kind of copy, WARMUP_COPIES unmeasured copies, then per
- * repeat: poison the destination, record an event, copy, record an event,
- * wait, and take bytes / elapsed time. Every measured copy is then checked
- * byte for byte against the pattern its source was filled with, so a copy
- * that went wrong ends the program (exit 1) instead of printing a rate.
- * Output: "<key> <median> <min> <max>" in GB/s (1e9 bytes/s), after '#'
- * header lines; a kind the driver refuses is reported on a '#' line. */
-#include <stdint.h>
-
+ * Method, call for call memory_resources' measure_copy: per kind of copy,
+ * WARMUP_COPIES untimed runs, then timed runs (--runs, and with --precision
+ * on until the median's 95% interval is within +-P, as cuda.bench.time) of:
+ * poison the destination (cuMemsetD8Async; a host memset after a stream
+ * sync for pageable memory, as buf:fill does), memset --head-start bytes of
+ * device scratch, record an event, cuMemcpyAsync, record an event, wait;
+ * rate = bytes / elapsed time. After the timed runs the last copy, into a
+ * poisoned destination, is read back (device memory into a zeroed pinned
+ * buffer) and compared byte for byte with its source's pattern; a copy that
+ * went wrong ends the program (exit 1) instead of printing a rate. Device
+ * memory from the default pool (cudalua's threshold), pinned memory
+ * cuMemHostAlloc(PORTABLE), streams non-blocking at priority 0.
+ * Output: "<key> <median> <min> <max> <n> <ci_lo> <ci_hi>" in GB/s (1e9
+ * bytes/s), after '#' header lines; a kind the driver refuses is reported on
+ * a '#' line. */
 #include "ref.h"
 
 #define DEFAULT_BYTES   64000000LL
 #define MAX_BYTES       (16LL << 30)
-#define DEFAULT_REPEATS 20
 #define WARMUP_COPIES   2
 #define POISON          0xa5    /* written over a destination before each copy */
 
-typedef enum { HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE } direction;
-
-/* One kind of copy. Device-to-device copies go through cuMemcpyAsync,
- * which finds the kind of memory from the pointers, as managed memory
- * needs; the host copies use the explicit HtoD/DtoH calls. */
 typedef struct copy {
   const char *key;
-  direction dir;
-  void *host;                   /* HOST_TO_DEVICE: source; DEVICE_TO_HOST: destination */
-  CUdeviceptr dst;              /* HOST_TO_DEVICE, DEVICE_TO_DEVICE: destination */
-  CUdeviceptr src;              /* DEVICE_TO_HOST, DEVICE_TO_DEVICE: source */
-  CUdeviceptr prefetch;         /* managed memory moved to the device before each copy, or 0 */
+  CUdeviceptr src, dst;         /* host memory by its address (UVA) */
+  int dst_pageable;             /* poisoned by the host, as buf:fill poisons host memory */
+  int dst_device;               /* read back before the comparison */
 } copy;
 
 typedef struct bench {
@@ -40,13 +38,29 @@ typedef struct bench {
   CUstream stream, stream2;     /* stream2: the second direction of the concurrent copies */
   CUevent start, end, end2;     /* timing events */
   size_t bytes;
-  int repeats;
+  ref_timing timing;
+  int verify_each;              /* --verify each: check every timed copy (the GPU idles meanwhile) */
+  int pool_memory;              /* device memory from the default pool (else cuMemAlloc) */
+  size_t head_bytes;
+  const char *only;             /* --only: a comma-separated list of keys, or NULL for all */
+  CUdeviceptr head_start;
   unsigned char *pattern;       /* pageable: what every source holds */
   unsigned char *readback;      /* pinned: device destinations are read back here */
   CUdeviceptr dev_src;          /* holds the pattern; never written after setup */
   CUdeviceptr dev_dst;          /* destination of the copies to the device */
-  double *rates, *rates2, *times;   /* one per repeat */
+  double *rates, *rates2, *times, *scratch;
 } bench;
+
+static int wanted(const bench *b, const char *key)
+{
+  if (b->only == NULL)
+    return 1;
+  size_t n = strlen(key);
+  for (const char *p = b->only; (p = strstr(p, key)) != NULL; p += n)
+    if ((p == b->only || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+      return 1;
+  return 0;
+}
 
 /* --- data and its verification ------------------------------------------------ */
 
@@ -75,49 +89,45 @@ static void expect_pattern(const bench *b, const char *key, const unsigned char 
           b->pattern[i], got[i] == POISON ? " (the poison: not copied)" : "");
 }
 
-/* Read device memory back into b->readback and compare it with the pattern. */
-static void expect_device_pattern(bench *b, const char *key, CUdeviceptr p)
-{
-  CHECK(cuMemcpyDtoHAsync(b->readback, p, b->bytes, b->stream));
-  CHECK(cuStreamSynchronize(b->stream));
-  expect_pattern(b, key, b->readback);
-}
-
 static void *host_pointer(CUdeviceptr p)
 {
   return (void *)(uintptr_t)p;
 }
 
-/* --- one kind of copy --------------------------------------------------------- */
-
-static void issue_copy(const bench *b, const copy *c, CUstream s)
+static CUdeviceptr address(const void *p)
 {
-  switch (c->dir) {
-  case HOST_TO_DEVICE: CHECK(cuMemcpyHtoDAsync(c->dst, c->host, b->bytes, s)); break;
-  case DEVICE_TO_HOST: CHECK(cuMemcpyDtoHAsync(c->host, c->src, b->bytes, s)); break;
-  case DEVICE_TO_DEVICE: CHECK(cuMemcpyAsync(c->dst, c->src, b->bytes, s)); break;
-  }
+  return (CUdeviceptr)(uintptr_t)p;
 }
 
-/* Stream-ordered before the start event, so none of it is timed. */
-static void prepare_copy(const bench *b, const copy *c)
-{
-  if (c->dir == DEVICE_TO_HOST)
-    memset(c->host, POISON, b->bytes);
-  else
-    CHECK(cuMemsetD8Async(c->dst, POISON, b->bytes, b->stream));
-  if (c->prefetch) {
-    CUmemLocation to_device = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = b->dev->ordinal};
-    CHECK(cuMemPrefetchAsync(c->prefetch, b->bytes, to_device, 0, b->stream));
-  }
-}
-
+/* As memory_resources: a zeroed pinned buffer, the copy back, a wait. */
 static void verify_copy(bench *b, const copy *c)
 {
-  if (c->dir == DEVICE_TO_HOST)
-    expect_pattern(b, c->key, c->host);
-  else
-    expect_device_pattern(b, c->key, c->dst);
+  const unsigned char *got = host_pointer(c->dst);
+  if (c->dst_device) {
+    CHECK(cuMemsetD8Async(address(b->readback), 0, b->bytes, b->stream));
+    CHECK(cuMemcpyAsync(address(b->readback), c->dst, b->bytes, b->stream));
+    got = b->readback;
+  }
+  CHECK(cuStreamSynchronize(b->stream));
+  expect_pattern(b, c->key, got);
+}
+
+/* --- one kind of copy --------------------------------------------------------- */
+
+/* Stream-ordered before the start event, so none of it is timed. */
+static void prepare_copy(const bench *b, const copy *c, CUstream s)
+{
+  if (c->dst_pageable) {
+    CHECK(cuStreamSynchronize(s));
+    memset(host_pointer(c->dst), POISON, b->bytes);
+  } else
+    CHECK(cuMemsetD8Async(c->dst, POISON, b->bytes, s));
+}
+
+static void head_start(const bench *b)
+{
+  if (b->head_bytes)
+    CHECK(cuMemsetD8Async(b->head_start, 0, b->head_bytes, b->stream));
 }
 
 /* GB/s (1e9 bytes/s) of bytes copied in ms milliseconds. */
@@ -135,30 +145,29 @@ static float elapsed_ms(CUevent from, CUevent to)
   return ms;
 }
 
-static void print_rates(const char *key, double *rates, int n)
-{
-  ref_stats st = ref_summarize(rates, n);
-  printf("%s %.2f %.2f %.2f\n", key, st.median, st.min, st.max);
-  fflush(stdout);
-}
-
 static void measure_copy(bench *b, const copy *c)
 {
-  for (int w = 0; w < WARMUP_COPIES; w++) {
-    prepare_copy(b, c);
-    issue_copy(b, c, b->stream);
-    CHECK(cuStreamSynchronize(b->stream));
-  }
-  for (int r = 0; r < b->repeats; r++) {
-    prepare_copy(b, c);
+  if (!wanted(b, c->key))
+    return;
+  for (int w = 0; w < WARMUP_COPIES; w++)   /* as bench.time's warm-up: the copy alone */
+    CHECK(cuMemcpyAsync(c->dst, c->src, b->bytes, b->stream));
+  CHECK(cuStreamSynchronize(b->stream));
+  ref_loop loop;
+  int n = 0;
+  ref_loop_start(&loop, &b->timing, b->scratch);
+  do {
+    prepare_copy(b, c, b->stream);
+    head_start(b);
     CHECK(cuEventRecord(b->start, b->stream));
-    issue_copy(b, c, b->stream);
+    CHECK(cuMemcpyAsync(c->dst, c->src, b->bytes, b->stream));
     CHECK(cuEventRecord(b->end, b->stream));
     CHECK(cuEventSynchronize(b->end));
-    b->rates[r] = gbps(b, c->key, elapsed_ms(b->start, b->end));
-    verify_copy(b, c);
-  }
-  print_rates(c->key, b->rates, b->repeats);
+    b->rates[n++] = gbps(b, c->key, elapsed_ms(b->start, b->end));
+    if (b->verify_each)
+      verify_copy(b, c);
+  } while (!ref_loop_done(&loop, b->rates, n));
+  verify_copy(b, c);
+  ref_print_figure(c->key, b->rates, n, 2);
 }
 
 /* --- pinned, pageable, device ------------------------------------------------ */
@@ -169,32 +178,38 @@ static void measure_copy(bench *b, const copy *c)
  * so a direction issued a few microseconds later is charged for them. */
 static void measure_concurrent(bench *b, const copy *h2d, const copy *d2h)
 {
+  if (!wanted(b, "h2d_pinned_concurrent"))
+    return;
   for (int w = 0; w < WARMUP_COPIES; w++) {
-    issue_copy(b, h2d, b->stream);
-    issue_copy(b, d2h, b->stream2);
+    CHECK(cuMemcpyAsync(h2d->dst, h2d->src, b->bytes, b->stream));
+    CHECK(cuMemcpyAsync(d2h->dst, d2h->src, b->bytes, b->stream2));
   }
   CHECK(cuCtxSynchronize());
-  for (int r = 0; r < b->repeats; r++) {
-    prepare_copy(b, h2d);
-    prepare_copy(b, d2h);
+  ref_loop loop;
+  int n = 0;
+  ref_loop_start(&loop, &b->timing, b->scratch);
+  do {
+    prepare_copy(b, h2d, b->stream);
+    prepare_copy(b, d2h, b->stream);
+    head_start(b);
     CHECK(cuEventRecord(b->start, b->stream));
     CHECK(cuStreamWaitEvent(b->stream2, b->start, 0));
-    issue_copy(b, h2d, b->stream);
+    CHECK(cuMemcpyAsync(h2d->dst, h2d->src, b->bytes, b->stream));
     CHECK(cuEventRecord(b->end, b->stream));
-    issue_copy(b, d2h, b->stream2);
+    CHECK(cuMemcpyAsync(d2h->dst, d2h->src, b->bytes, b->stream2));
     CHECK(cuEventRecord(b->end2, b->stream2));
     CHECK(cuEventSynchronize(b->end));
     CHECK(cuEventSynchronize(b->end2));
     float h2d_ms = elapsed_ms(b->start, b->end), d2h_ms = elapsed_ms(b->start, b->end2);
-    b->rates[r] = gbps(b, "h2d_pinned_concurrent", h2d_ms);
-    b->rates2[r] = gbps(b, "d2h_pinned_concurrent", d2h_ms);
-    b->times[r] = h2d_ms > d2h_ms ? h2d_ms : d2h_ms;
-    verify_copy(b, h2d);
-    verify_copy(b, d2h);
-  }
-  print_rates("h2d_pinned_concurrent", b->rates, b->repeats);
-  print_rates("d2h_pinned_concurrent", b->rates2, b->repeats);
-  ref_stats both = ref_summarize(b->times, b->repeats);
+    b->rates[n] = gbps(b, "h2d_pinned_concurrent", h2d_ms);
+    b->rates2[n] = gbps(b, "d2h_pinned_concurrent", d2h_ms);
+    b->times[n++] = h2d_ms > d2h_ms ? h2d_ms : d2h_ms;
+  } while (!ref_loop_done(&loop, b->times, n));
+  verify_copy(b, h2d);
+  verify_copy(b, d2h);
+  ref_print_figure("h2d_pinned_concurrent", b->rates, n, 2);
+  ref_print_figure("d2h_pinned_concurrent", b->rates2, n, 2);
+  ref_stats both = ref_summarize(b->times, n);
   printf("# pinned_concurrent_combined_ms %.3f %.3f %.3f (median min max; %.2f GB/s in both "
          "directions together at the median)\n",
          both.median, both.min, both.max, 2.0 * (double)b->bytes / (both.median * 1e6));
@@ -202,12 +217,10 @@ static void measure_concurrent(bench *b, const copy *h2d, const copy *d2h)
 
 static void run_pinned(bench *b)
 {
-  void *src = NULL, *dst = NULL;
-  CHECK(cuMemHostAlloc(&src, b->bytes, 0));
-  CHECK(cuMemHostAlloc(&dst, b->bytes, 0));
+  unsigned char *src = ref_pinned_alloc(b->bytes), *dst = ref_pinned_alloc(b->bytes);
   memcpy(src, b->pattern, b->bytes);
-  copy h2d = {.key = "h2d_pinned", .dir = HOST_TO_DEVICE, .host = src, .dst = b->dev_dst};
-  copy d2h = {.key = "d2h_pinned", .dir = DEVICE_TO_HOST, .host = dst, .src = b->dev_src};
+  copy h2d = {.key = "h2d_pinned", .src = address(src), .dst = b->dev_dst, .dst_device = 1};
+  copy d2h = {.key = "d2h_pinned", .src = b->dev_src, .dst = address(dst)};
   measure_copy(b, &h2d);
   measure_copy(b, &d2h);
   h2d.key = "h2d_pinned_concurrent";
@@ -221,8 +234,8 @@ static void run_pageable(bench *b)
 {
   unsigned char *src = ref_malloc(b->bytes), *dst = ref_malloc(b->bytes);
   memcpy(src, b->pattern, b->bytes);
-  copy h2d = {.key = "h2d_pageable", .dir = HOST_TO_DEVICE, .host = src, .dst = b->dev_dst};
-  copy d2h = {.key = "d2h_pageable", .dir = DEVICE_TO_HOST, .host = dst, .src = b->dev_src};
+  copy h2d = {.key = "h2d_pageable", .src = address(src), .dst = b->dev_dst, .dst_device = 1};
+  copy d2h = {.key = "d2h_pageable", .src = b->dev_src, .dst = address(dst), .dst_pageable = 1};
   measure_copy(b, &h2d);
   measure_copy(b, &d2h);
   free(dst);
@@ -232,16 +245,15 @@ static void run_pageable(bench *b)
 /* Device to device: the rate counts the bytes copied once, not read + written. */
 static void run_device(bench *b)
 {
-  copy d2d = {.key = "d2d", .dir = DEVICE_TO_DEVICE, .dst = b->dev_dst, .src = b->dev_src};
+  copy d2d = {.key = "d2d", .src = b->dev_src, .dst = b->dev_dst, .dst_device = 1};
   measure_copy(b, &d2d);
 }
 
 /* --- pinned memory from a host-located pool ---------------------------------- */
 
-/* A pool of pinned host memory that the device may read and write, or
- * NULL, after a '#' line, where the driver refuses one. The driver makes
- * such a pool accessible to the host only; without device access copies
- * would not run as DMA from pinned memory. */
+/* A pool of pinned host memory that the device may read and write, as
+ * cuda.PinnedMemoryResource{pool = true} makes it, or NULL, after a '#'
+ * line, where the driver refuses one. */
 static CUmemoryPool create_host_pool(const bench *b)
 {
   const char *skip = "# skip h2d_pinned_pool d2h_pinned_pool:";
@@ -273,11 +285,15 @@ static CUmemoryPool create_host_pool(const bench *b)
     CHECK(cuMemPoolDestroy(pool));
     return NULL;
   }
+  cuuint64_t threshold = UINT64_MAX;
+  CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
   return pool;
 }
 
 static void run_pinned_pool(bench *b)
 {
+  if (!wanted(b, "h2d_pinned_pool") && !wanted(b, "d2h_pinned_pool"))
+    return;
   CUmemoryPool pool = create_host_pool(b);
   if (pool == NULL)
     return;
@@ -286,10 +302,8 @@ static void run_pinned_pool(bench *b)
   CHECK(cuMemAllocFromPoolAsync(&dst, b->bytes, pool, b->stream));
   CHECK(cuStreamSynchronize(b->stream));
   memcpy(host_pointer(src), b->pattern, b->bytes);
-  copy h2d = {.key = "h2d_pinned_pool", .dir = HOST_TO_DEVICE, .host = host_pointer(src),
-              .dst = b->dev_dst};
-  copy d2h = {.key = "d2h_pinned_pool", .dir = DEVICE_TO_HOST, .host = host_pointer(dst),
-              .src = b->dev_src};
+  copy h2d = {.key = "h2d_pinned_pool", .src = src, .dst = b->dev_dst, .dst_device = 1};
+  copy d2h = {.key = "d2h_pinned_pool", .src = b->dev_src, .dst = dst};
   measure_copy(b, &h2d);
   measure_copy(b, &d2h);
   CHECK(cuMemFreeAsync(dst, b->stream));
@@ -302,6 +316,8 @@ static void run_pinned_pool(bench *b)
 
 static void run_managed(bench *b)
 {
+  if (!wanted(b, "managed_prefetched_to_device"))
+    return;
   int concurrent = 0;
   CHECK(cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
                              b->dev->handle));
@@ -313,42 +329,66 @@ static void run_managed(bench *b)
   CUdeviceptr managed = 0;
   CHECK(cuMemAllocManaged(&managed, b->bytes, CU_MEM_ATTACH_GLOBAL));
   memcpy(host_pointer(managed), b->pattern, b->bytes);   /* written on the host... */
-  copy d2d = {.key = "managed_prefetched_to_device", .dir = DEVICE_TO_DEVICE,
-              .dst = b->dev_dst, .src = managed, .prefetch = managed};  /* ...moved before each copy */
+  /* ...and moved to the device once, as memory_resources does (buf:prefetch) */
+  CUmemLocation to_device = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = b->dev->ordinal};
+  CHECK(cuMemPrefetchAsync(managed, b->bytes, to_device, 0, b->stream));
+  copy d2d = {.key = "managed_prefetched_to_device", .src = managed, .dst = b->dev_dst, .dst_device = 1};
   measure_copy(b, &d2d);
   CHECK(cuMemFree(managed));
 }
 
 /* --- setup and main ------------------------------------------------------------ */
 
-static void setup(bench *b, const ref_device *d, size_t bytes, int repeats)
+static CUdeviceptr device_alloc(bench *b, size_t bytes)
 {
-  memset(b, 0, sizeof *b);
-  b->dev = d;
-  b->bytes = bytes;
-  b->repeats = repeats;
-  b->rates = ref_malloc(sizeof(double) * (size_t)repeats);
-  b->rates2 = ref_malloc(sizeof(double) * (size_t)repeats);
-  b->times = ref_malloc(sizeof(double) * (size_t)repeats);
-  CHECK(cuStreamCreate(&b->stream, CU_STREAM_NON_BLOCKING));
-  CHECK(cuStreamCreate(&b->stream2, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr p = 0;
+  if (b->pool_memory)
+    CHECK(cuMemAllocAsync(&p, bytes, b->stream));
+  else
+    CHECK(cuMemAlloc(&p, bytes));
+  return p;
+}
+
+static void device_free(bench *b, CUdeviceptr p)
+{
+  if (b->pool_memory)
+    CHECK(cuMemFreeAsync(p, b->stream));
+  else
+    CHECK(cuMemFree(p));
+}
+
+static void setup(bench *b)
+{
+  int most = b->timing.precision > 0 ? b->timing.max_runs : b->timing.runs;
+  b->rates = ref_malloc(sizeof(double) * (size_t)most);
+  b->rates2 = ref_malloc(sizeof(double) * (size_t)most);
+  b->times = ref_malloc(sizeof(double) * (size_t)most);
+  b->scratch = ref_malloc(sizeof(double) * (size_t)most);
+  b->stream = ref_create_stream();
+  b->stream2 = ref_create_stream();
   CHECK(cuEventCreate(&b->start, CU_EVENT_DEFAULT));
   CHECK(cuEventCreate(&b->end, CU_EVENT_DEFAULT));
   CHECK(cuEventCreate(&b->end2, CU_EVENT_DEFAULT));
-  b->pattern = ref_malloc(bytes);
-  fill_pattern(b->pattern, bytes, 0x9e3779b97f4a7c15u);
-  CHECK(cuMemHostAlloc((void **)&b->readback, bytes, 0));
-  CHECK(cuMemAlloc(&b->dev_src, bytes));
-  CHECK(cuMemAlloc(&b->dev_dst, bytes));
-  CHECK(cuMemcpyHtoD(b->dev_src, b->pattern, bytes));
-  expect_device_pattern(b, "device source", b->dev_src);
+  b->pattern = ref_malloc(b->bytes);
+  fill_pattern(b->pattern, b->bytes, 0x9e3779b97f4a7c15u);
+  b->readback = ref_pinned_alloc(b->bytes);
+  b->dev_src = device_alloc(b, b->bytes);
+  b->dev_dst = device_alloc(b, b->bytes);
+  if (b->head_bytes)
+    b->head_start = device_alloc(b, b->head_bytes);
+  CHECK(cuMemcpyAsync(b->dev_src, address(b->pattern), b->bytes, b->stream));
+  copy source = {.key = "device source", .dst = b->dev_src, .dst_device = 1};
+  verify_copy(b, &source);
 }
 
 static void teardown(bench *b)
 {
   CHECK(cuCtxSynchronize());
-  CHECK(cuMemFree(b->dev_dst));
-  CHECK(cuMemFree(b->dev_src));
+  if (b->head_start)
+    device_free(b, b->head_start);
+  device_free(b, b->dev_dst);
+  device_free(b, b->dev_src);
+  CHECK(cuStreamSynchronize(b->stream));
   CHECK(cuMemFreeHost(b->readback));
   CHECK(cuEventDestroy(b->end2));
   CHECK(cuEventDestroy(b->end));
@@ -356,6 +396,7 @@ static void teardown(bench *b)
   CHECK(cuStreamDestroy(b->stream2));
   CHECK(cuStreamDestroy(b->stream));
   free(b->pattern);
+  free(b->scratch);
   free(b->times);
   free(b->rates2);
   free(b->rates);
@@ -364,32 +405,61 @@ static void teardown(bench *b)
 static void usage(FILE *out)
 {
   fprintf(out,
-    "usage: %s [--bytes N] [--repeats N] [--device D]\n"
+    "usage: %s [--bytes N] [--runs N] [--precision P] [--max-time S] [--device D]\n"
+    "       [--head-start BYTES] [--verify last|each] [--device-memory pool|memalloc] [--only KEYS]\n"
     "Copy bandwidth through the raw CUDA driver API: pinned, pageable, pool-allocated\n"
     "pinned, device-to-device and managed memory, timed with CUDA events.\n"
-    "  --bytes N     bytes per copy (default %lld)\n"
-    "  --repeats N   measured copies per kind (default %d, after %d warm-up copies)\n"
-    "  --device D    device ordinal (default 0)\n"
-    "Output: '<key> <median> <min> <max>' in GB/s (1e9 bytes/s).\n",
-    ref_prog, DEFAULT_BYTES, DEFAULT_REPEATS, WARMUP_COPIES);
+    "  --bytes N          bytes per copy (default %lld)\n"
+    "  --runs N           timed copies per kind (default 10, after %d warm-up copies;\n"
+    "                     with --precision, the least)\n"
+    "  --precision P      time until the median's 95%% interval is within +-P%% (default 0: --runs only)\n"
+    "  --max-time S       with --precision: seconds of timed copies per kind at most (default 1)\n"
+    "  --head-start BYTES the device memset queued before each start event (default %llu; 0: none)\n"
+    "  --verify WHEN      last: the last timed copy (default, as memory_resources); each: every one\n"
+    "  --device-memory M  pool: the default pool (default, as cudalua); memalloc: cuMemAlloc\n"
+    "  --only KEYS        only these kinds, comma-separated (e.g. d2d,h2d_pinned)\n"
+    "  --device D         device ordinal (default 0)\n"
+    "Output: '<key> <median> <min> <max> <n> <ci_lo> <ci_hi>' in GB/s (1e9 bytes/s).\n",
+    ref_prog, DEFAULT_BYTES, WARMUP_COPIES, REF_HEAD_START_BYTES);
+}
+
+static int parse_choice(const char *opt, const char *text, const char *yes, const char *no)
+{
+  if (strcmp(text, yes) == 0)
+    return 1;
+  if (strcmp(text, no) == 0)
+    return 0;
+  fprintf(stderr, "%s: --%s must be %s or %s (got '%s')\n", ref_prog, opt, yes, no, text);
+  exit(REF_EXIT_USAGE);
 }
 
 int main(int argc, char **argv)
 {
   static const struct option longopts[] = {
-    {"bytes", required_argument, NULL, 'n'},
-    {"repeats", required_argument, NULL, 'r'},
-    {"device", required_argument, NULL, 'd'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+    {"bytes", required_argument, NULL, 'n'}, {"runs", required_argument, NULL, 'r'},
+    {"repeats", required_argument, NULL, 'r'}, {"precision", required_argument, NULL, 'p'},
+    {"max-time", required_argument, NULL, 't'}, {"head-start", required_argument, NULL, 'H'},
+    {"verify", required_argument, NULL, 'v'}, {"device-memory", required_argument, NULL, 'm'},
+    {"only", required_argument, NULL, 'o'}, {"device", required_argument, NULL, 'd'},
+    {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
   };
   ref_prog = "copy_ref";
-  long long bytes = DEFAULT_BYTES;
-  int repeats = DEFAULT_REPEATS, device = 0, c;
+  long long bytes = DEFAULT_BYTES, head = (long long)REF_HEAD_START_BYTES;
+  bench b;
+  memset(&b, 0, sizeof b);
+  b.timing = (ref_timing){.runs = 10, .warmup = WARMUP_COPIES, .max_runs = REF_MAX_RUNS, .max_time = 1};
+  b.pool_memory = 1;
+  int device = 0, c;
   while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
     switch (c) {
     case 'n': bytes = ref_parse_number("bytes", optarg, 1, MAX_BYTES); break;
-    case 'r': repeats = (int)ref_parse_number("repeats", optarg, 1, 100000); break;
+    case 'r': b.timing.runs = (int)ref_parse_number("runs", optarg, 1, REF_MAX_RUNS); break;
+    case 'p': b.timing.precision = ref_parse_percent("precision", optarg); break;
+    case 't': b.timing.max_time = ref_parse_seconds("max-time", optarg); break;
+    case 'H': head = ref_parse_number("head-start", optarg, 0, MAX_BYTES); break;
+    case 'v': b.verify_each = parse_choice("verify", optarg, "each", "last"); break;
+    case 'm': b.pool_memory = parse_choice("device-memory", optarg, "pool", "memalloc"); break;
+    case 'o': b.only = optarg; break;
     case 'd': device = (int)ref_parse_number("device", optarg, 0, 1024); break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return REF_EXIT_USAGE;
@@ -399,12 +469,20 @@ int main(int argc, char **argv)
 
   ref_device dev;
   ref_open_device(&dev, device);
-  bench b;
-  setup(&b, &dev, (size_t)bytes, repeats);
+  b.dev = &dev;
+  b.bytes = (size_t)bytes;
+  b.head_bytes = (size_t)head;
+  setup(&b);
   ref_print_device_header(&dev);
-  printf("# %lld bytes per copy, %d repeats after %d warm-up copies, timed with CUDA events "
-         "on a non-blocking stream; every copy verified\n", bytes, repeats, WARMUP_COPIES);
-  printf("# key median min max (GB/s = 1e9 bytes/s)\n");
+  if (b.timing.precision > 0)
+    printf("# %lld bytes per copy, %d+ runs to +-%g%% (at most %g s)", bytes, b.timing.runs,
+           100 * b.timing.precision, b.timing.max_time);
+  else
+    printf("# %lld bytes per copy, %d runs", bytes, b.timing.runs);
+  printf(" after %d warm-up copies, timed with CUDA events behind a %lld-byte memset head start (0: none) on a "
+         "non-blocking stream; device memory: %s; verified: %s copy\n", WARMUP_COPIES, head,
+         b.pool_memory ? "the default pool" : "cuMemAlloc", b.verify_each ? "every" : "the last");
+  printf("# key median min max n ci_lo ci_hi (GB/s = 1e9 bytes/s; ci: the median's 95%% interval)\n");
   run_pinned(&b);
   run_pageable(&b);
   run_device(&b);

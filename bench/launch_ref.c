@@ -77,7 +77,7 @@ static void launch_empty4(bench *b, int count)
 static void copy_small_htod(bench *b, int count)
 {
   for (int i = 0; i < count; i++)
-    CHECK(cuMemcpyHtoDAsync(b->dev_small, b->host_small, SMALL_COPY_BYTES, b->stream));
+    CHECK(cuMemcpyAsync(b->dev_small, (CUdeviceptr)(uintptr_t)b->host_small, SMALL_COPY_BYTES, b->stream));
 }
 
 static void record_marker(bench *b, int count)
@@ -138,7 +138,7 @@ static ref_stats time_gpu_ms(bench *b, issue_fn issue, int count)
 static void verify_small_copies(bench *b)
 {
   unsigned char got[SMALL_COPY_BYTES];
-  CHECK(cuMemcpyDtoHAsync(got, b->dev_small, SMALL_COPY_BYTES, b->stream));
+  CHECK(cuMemcpyAsync((CUdeviceptr)(uintptr_t)got, b->dev_small, SMALL_COPY_BYTES, b->stream));
   CHECK(cuStreamSynchronize(b->stream));
   const unsigned char *want = b->host_small;
   for (int i = 0; i < SMALL_COPY_BYTES; i++)
@@ -184,13 +184,13 @@ static void setup(bench *b, const ref_device *d, const options *o)
   memset(b, 0, sizeof *b);
   b->repeats = o->repeats;
   b->samples = ref_malloc(sizeof *b->samples * (size_t)o->repeats);
-  CHECK(cuStreamCreate(&b->stream, CU_STREAM_NON_BLOCKING));
+  b->stream = ref_create_stream();
   load_kernels(b, d, o->kernels_dir);
   /* device memory from the default pool, as dev.memory_resource allocates it */
   CHECK(cuMemAllocAsync(&b->d_a, EMPTY4_ELEMENTS * sizeof(float), b->stream));
   CHECK(cuMemAllocAsync(&b->d_b, EMPTY4_ELEMENTS * sizeof(float), b->stream));
   CHECK(cuMemAllocAsync(&b->dev_small, SMALL_COPY_BYTES, b->stream));
-  CHECK(cuMemHostAlloc(&b->host_small, SMALL_COPY_BYTES, 0));
+  b->host_small = ref_pinned_alloc(SMALL_COPY_BYTES);
   /* the bytes launch_cost.lua copies too: (i * 7 + 3) % 256 for its 1-based i */
   for (int i = 0; i < SMALL_COPY_BYTES; i++)
     ((unsigned char *)b->host_small)[i] = (unsigned char)(((i + 1) * 7 + 3) % 256);
@@ -242,7 +242,7 @@ static void usage(FILE *out)
 {
   fprintf(out,
     "usage: %s [--repeats N] [--batch B] [--device D] [--cpu C] [--kernels DIR]\n"
-    "Host cost per call of cuLaunchKernel, cuMemcpyHtoDAsync (4 KiB) and cuEventRecord,\n"
+    "Host cost per call of cuLaunchKernel, cuMemcpyAsync (4 KiB) and cuEventRecord,\n"
     "and of replaying a graph of %d launches, through the raw CUDA driver API.\n"
     "  --repeats N    timed batches per figure (default %d)\n"
     "  --batch B      calls per timed batch, 1..%d (default %d); graph replays\n"

@@ -169,8 +169,16 @@ static void split(bench *b, int k)
 
 /* --- issuing work ------------------------------------------------------------------ */
 
-static void copy_in(const chunk *c, CUstream s) { CHECK(cuMemcpyHtoDAsync(c->d_in, c->h_in, c->bytes, s)); }
-static void copy_out(const chunk *c, CUstream s) { CHECK(cuMemcpyDtoHAsync(c->h_out, c->d_out, c->bytes, s)); }
+/* cuMemcpyAsync, as buf:copy_from issues every copy */
+static void copy_in(const chunk *c, CUstream s)
+{
+  CHECK(cuMemcpyAsync(c->d_in, (CUdeviceptr)(uintptr_t)c->h_in, c->bytes, s));
+}
+
+static void copy_out(const chunk *c, CUstream s)
+{
+  CHECK(cuMemcpyAsync((CUdeviceptr)(uintptr_t)c->h_out, c->d_out, c->bytes, s));
+}
 
 static void compute(const bench *b, chunk *c, CUstream s)
 {
@@ -257,12 +265,6 @@ static void issue_copies_alone(bench *b)
 
 /* --- measuring --------------------------------------------------------------------- */
 
-static void print_figure(const char *key, ref_stats st)
-{
-  printf("%s %.4f %.4f %.4f\n", key, st.median, st.min, st.max);
-  fflush(stdout);
-}
-
 /* Warm up, time --runs runs, print the figure; with verify, run once more
  * into a poisoned output and check every element. The copies alone check
  * their copies out too: the device holds the last schedule's results. */
@@ -280,7 +282,7 @@ static void measure(bench *b, const char *key, issue_fn issue, int verify)
     CHECK(cuEventElapsedTime(&ms, b->start, b->stop));
     b->samples[r] = ms;
   }
-  print_figure(key, ref_summarize(b->samples, b->runs));
+  ref_print_figure(key, b->samples, b->runs, 4);
   if (verify) {
     memset(b->h_out, POISON, b->n * sizeof(float));
     issue(b);
@@ -310,7 +312,7 @@ static void setup(bench *b, const ref_device *d, const options *o, uint64_t seed
   b->module = ref_load_kernels(d, o->kernels_dir, "vector_scale.cu", embedded_kernel_source);
   CHECK(cuModuleGetFunction(&b->kernel, b->module, "vector_scale"));
   for (int i = 0; i < most_streams(o); i++)
-    CHECK(cuStreamCreate(&b->streams[i], CU_STREAM_NON_BLOCKING));
+    b->streams[i] = ref_create_stream();
   CHECK(cuEventCreate(&b->start, CU_EVENT_DEFAULT));
   CHECK(cuEventCreate(&b->stop, CU_EVENT_DEFAULT));
   CHECK(cuEventCreate(&b->fork, CU_EVENT_DISABLE_TIMING));
@@ -321,10 +323,12 @@ static void setup(bench *b, const ref_device *d, const options *o, uint64_t seed
     CHECK(cuEventCreate(&b->computed[i], CU_EVENT_DISABLE_TIMING));
   }
   size_t bytes = b->n * sizeof(float);
-  CHECK(cuMemHostAlloc((void **)&b->h_in, bytes, 0));
-  CHECK(cuMemHostAlloc((void **)&b->h_out, bytes, 0));
-  CHECK(cuMemAlloc(&b->d_in, bytes));
-  CHECK(cuMemAlloc(&b->d_out, bytes));
+  /* as cuda.overlap.pipeline: pinned memory as PinnedMemoryResource, device memory from the pool */
+  b->h_in = ref_pinned_alloc(bytes);
+  b->h_out = ref_pinned_alloc(bytes);
+  CHECK(cuMemAllocAsync(&b->d_in, bytes, b->streams[0]));
+  CHECK(cuMemAllocAsync(&b->d_out, bytes, b->streams[0]));
+  CHECK(cuStreamSynchronize(b->streams[0]));
   b->reference = ref_malloc(bytes);
   fill_inputs(b->h_in, b->n, seed);
   compute_reference(b->h_in, b->reference, b->n);
@@ -334,8 +338,9 @@ static void setup(bench *b, const ref_device *d, const options *o, uint64_t seed
 static void teardown(bench *b)
 {
   CHECK(cuCtxSynchronize());
-  CHECK(cuMemFree(b->d_out));
-  CHECK(cuMemFree(b->d_in));
+  CHECK(cuMemFreeAsync(b->d_out, b->streams[0]));
+  CHECK(cuMemFreeAsync(b->d_in, b->streams[0]));
+  CHECK(cuStreamSynchronize(b->streams[0]));
   CHECK(cuMemFreeHost(b->h_out));
   CHECK(cuMemFreeHost(b->h_in));
   for (int i = 0; i < MAX_CHUNKS; i++) {
@@ -443,7 +448,8 @@ int main(int argc, char **argv)
   ref_print_device_header(&dev);
   printf("# elements %lld, runs %d, warm-up runs %d, seed %llu, non-blocking streams, block %d\n",
          o.elements, o.runs, o.warmup, (unsigned long long)seed, BLOCK);
-  printf("# key median min max (ms); every computing schedule verified\n");
+  printf("# key median min max n ci_lo ci_hi (ms; ci: the median's 95%% interval); every computing schedule "
+         "verified\n");
   measure(&b, "h2d", issue_h2d, 0);
   measure(&b, "d2h", issue_d2h, 0);
   measure(&b, "both", issue_both, 0);

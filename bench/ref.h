@@ -12,7 +12,9 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +146,121 @@ static inline ref_stats ref_summarize(double *values, int n)
   return st;
 }
 
+/* --- adaptive timing, as cuda.bench.time's -------------------------------- */
+
+/* How a figure is timed: runs timed runs after warmup untimed ones; with
+ * precision > 0 (adaptive), at least runs, then on until the median's 95%
+ * confidence interval is within +-precision of it, max_time seconds of
+ * timed runs have passed or max_runs are done. The same rule as
+ * cuda.bench.time (lua/cuda/bench.lua), so both sides of a ratio stop
+ * alike. */
+typedef struct ref_timing {
+  int runs, warmup, max_runs;
+  double precision, max_time;
+} ref_timing;
+
+#define REF_MAX_RUNS 100000
+
+/* The 1-based ranks lo, hi of a distribution-free 95% confidence interval
+ * of the median of n samples: the count below the median is Binomial(n,
+ * 1/2), lo the greatest rank with P(X <= lo - 1) <= 2.5%, hi = n + 1 - lo
+ * (cuda.bench.median_ci_ranks). 0 when n is too small (n < 6). */
+static inline int ref_median_ci_ranks(int n, int *lo, int *hi)
+{
+  double cdf = 0, log_choose = 0, log_half_n = n * log(0.5);
+  int found = 0;
+  for (int j = 0; j <= n / 2; j++) {
+    if (j > 0)
+      log_choose += log((double)(n - j + 1)) - log((double)j);
+    cdf += exp(log_choose + log_half_n);
+    if (cdf > 0.025)
+      break;
+    found = j + 1;
+  }
+  if (!found)
+    return 0;
+  *lo = found;
+  *hi = n + 1 - found;
+  return 1;
+}
+
+/* The state of one adaptive loop: ref_loop_start after the warm-up, then
+ * ref_loop_done after each timed run. */
+typedef struct ref_loop {
+  const ref_timing *t;
+  double t0;
+  int last_check;
+  double *sorted;               /* scratch, REF_MAX_RUNS */
+} ref_loop;
+
+static inline void ref_loop_start(ref_loop *l, const ref_timing *t, double *scratch)
+{
+  l->t = t;
+  l->t0 = ref_clock();
+  l->last_check = 0;
+  l->sorted = scratch;
+}
+
+/* Whether the n samples so far are enough. */
+static inline int ref_loop_done(ref_loop *l, const double *samples, int n)
+{
+  const ref_timing *t = l->t;
+  if (t->precision <= 0)
+    return n >= t->runs;
+  if (n >= t->max_runs || (n >= t->runs && ref_clock() - l->t0 >= t->max_time))
+    return 1;
+  int step = l->last_check / 10 > 1 ? l->last_check / 10 : 1, lo, hi;
+  if (n < t->runs || n - l->last_check < step)
+    return 0;
+  l->last_check = n;
+  memcpy(l->sorted, samples, sizeof(double) * (size_t)n);
+  qsort(l->sorted, (size_t)n, sizeof(double), ref_compare_doubles);
+  if (!ref_median_ci_ranks(n, &lo, &hi))
+    return 0;
+  double median = n % 2 ? l->sorted[n / 2] : (l->sorted[n / 2 - 1] + l->sorted[n / 2]) / 2;
+  return (l->sorted[hi - 1] - l->sorted[lo - 1]) / 2 <= t->precision * median;
+}
+
+/* "<key> <median> <min> <max> <n> <ci_lo> <ci_hi>": a figure with its run
+ * count and the median's 95% interval (min and max below 6 runs). Sorts
+ * the samples in place. */
+static inline void ref_print_figure(const char *key, double *samples, int n, int decimals)
+{
+  ref_stats st = ref_summarize(samples, n);
+  int lo = 1, hi = n;
+  ref_median_ci_ranks(n, &lo, &hi);
+  printf("%s %.*f %.*f %.*f %d %.*f %.*f\n", key, decimals, st.median, decimals, st.min, decimals,
+         st.max, n, decimals, samples[lo - 1], decimals, samples[hi - 1]);
+  fflush(stdout);
+}
+
+/* --precision P (a percentage: "1%", "1", "0.5") and --max-time S. */
+static inline double ref_parse_percent(const char *opt, const char *text)
+{
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end != text && *end == '%')
+    end++;
+  if (errno != 0 || end == text || *end != '\0' || !(v >= 0) || v > 100) {
+    fprintf(stderr, "%s: --%s must be a percentage from 0 to 100 (got '%s')\n", ref_prog, opt, text);
+    exit(REF_EXIT_USAGE);
+  }
+  return v / 100;
+}
+
+static inline double ref_parse_seconds(const char *opt, const char *text)
+{
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !(v > 0) || v > 3600) {
+    fprintf(stderr, "%s: --%s must be a number of seconds above 0 (got '%s')\n", ref_prog, opt, text);
+    exit(REF_EXIT_USAGE);
+  }
+  return v;
+}
+
 /* --- options -------------------------------------------------------------- */
 
 /* A whole decimal number in [min, max] for option opt, or exit 2. */
@@ -197,7 +314,37 @@ static inline void ref_open_device(ref_device *d, int ordinal)
   CHECK(cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->handle));
   CHECK(cuDevicePrimaryCtxRetain(&d->ctx, d->handle));
   CHECK(cuCtxSetCurrent(d->ctx));
+  /* As cudalua's dev.memory_resource: the default pool keeps what is freed
+   * across synchronizations (release threshold UINT64_MAX). */
+  CUmemoryPool pool;
+  cuuint64_t threshold = UINT64_MAX;
+  CHECK(cuDeviceGetDefaultMemPool(&pool, d->handle));
+  CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
 }
+
+/* A stream as cudalua's dev:create_stream() makes one: non-blocking, priority 0. */
+static inline CUstream ref_create_stream(void)
+{
+  CUstream s;
+  CHECK(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0));
+  return s;
+}
+
+/* Page-locked host memory as cudalua's cuda.PinnedMemoryResource() allocates it. */
+#define REF_PINNED_FLAGS CU_MEMHOSTALLOC_PORTABLE
+
+static inline void *ref_pinned_alloc(size_t bytes)
+{
+  void *p = NULL;
+  CHECK(cuMemHostAlloc(&p, bytes, REF_PINNED_FLAGS));
+  return p;
+}
+
+/* The head start (cuda.bandwidth.HEAD_START_BYTES): a device memset of this
+ * many bytes queued before the start event keeps the stream busy (~60 us on
+ * an H200) while the host issues the start event, the work and the stop
+ * event, so the start event fires with the work already queued behind it. */
+#define REF_HEAD_START_BYTES (256ull << 20)
 
 static inline void ref_close_device(ref_device *d)
 {

@@ -27,6 +27,13 @@ local function parse_args()
   parser:flag("--matrix", "Instead of the sweep: copies between GPUs, GPU x GPU, read and write, one way and " ..
     "both ways, at one size (the largest of --sizes, default 64M), and each GPU's host copies.")
   parser:option("--devices", "With --matrix: the GPUs, comma-separated ids (default: all)."):convert(bandwidth.parse_devices)
+  parser:option("--op-cost", "Bytes each way of the cost-per-operation measurement (the same bytes as 1, 2, 4, " ..
+    "..., 64 copies; a multiple of 256); none: leave it out.", "64M"):argname("BYTES"):convert(function(text)
+      if text == "none" then return false end
+      local n, why = bandwidth.parse_size(text)
+      if n and n % 256 ~= 0 then return nil, ("'%s' is not a multiple of 256 bytes"):format(text) end
+      return n, why
+    end)
   parser:option("--elements", "Float32 elements of the overlap problem the prediction is for.", "16000000")
     :convert(cli.positive_integer)
   parser:flag("--overlap", "Also search the overlap schedules (streaming_overlap --auto) and compare the " ..
@@ -74,27 +81,43 @@ local function pipeline_costs(sweep, bytes)
   return costs
 end
 
--- The kernel's time and a queued copy's cost: measured with --overlap (the pipeline's limits), else
--- the slower copy's time (a balanced pipeline) and the "both" fit's fixed cost.
-local function predict(sweep, bytes, measured)
+-- The copy engines' cost per operation, one way and both ways (cuda.bandwidth.op_cost), printed.
+local function run_op_cost(dev, args)
+  local progress <close> = cli.progress(#bandwidth.OP_MODES * #bandwidth.OP_COUNTS, "copying in chunks")
+  local costs = bandwidth.op_cost(dev, {bytes = args.op_cost, runs = args.runs, warmup = args.warmup, progress = progress})
+  progress:done()
+  print()
+  print(("--- Copy-engine cost per operation: %s each way as 1..64 copies, the slope of time against copies ---")
+        :format(cli.format_bytes(costs.bytes)))
+  print(bandwidth.format_op_costs(costs))
+  return costs
+end
+
+-- The kernel's time: measured with --overlap (the pipeline's limits), else the slower copy's time (a
+-- balanced pipeline). A queued chunk's cost: the measured cost per operation both ways (a pair), else
+-- the limits' one-way cost of a copy (--overlap), else the "both" fit's fixed cost.
+local function predict(sweep, bytes, measured, op_costs)
   local costs, why = pipeline_costs(sweep, bytes)
   print()
   if not costs then print("(no prediction: " .. why .. ")") return nil end
-  local assumed = not measured
   costs.kernel_ms = measured and measured.kernel_ms
     or math.max(bandwidth.copy_ms(costs.h2d, bytes), bandwidth.copy_ms(costs.d2h, bytes))
-  costs.queued_us = measured and measured.copy_cost_us
+  local pair = op_costs and op_costs.both
+  costs.queued_us = pair and pair.us or measured and measured.copy_cost_us
+  local source = not (costs.queued_us and costs.queued_us > 0) and "the fit's fixed cost"
+                 or pair and "a pair's measured cost per operation" or "the limits' one-way cost of a copy"
   local best = bandwidth.best_chunks(costs)
-  print(("--- Predicted overlap pipeline, %s each way, kernel %.3f ms, %.1f us a chunk%s ---"):format(
-    cli.format_bytes(bytes), costs.kernel_ms, bandwidth.chunk_cost_us(costs),
-    assumed and " (assumed: the slower copy, the fit's fixed cost; --overlap measures both)" or " (measured)"))
+  print(("--- Predicted overlap pipeline, %s each way, kernel %.3f ms (%s), %.1f us a chunk (%s) ---"):format(
+    cli.format_bytes(bytes), costs.kernel_ms, measured and "measured" or "assumed: the slower copy",
+    bandwidth.chunk_cost_us(costs), source))
   print(("Best chunk count: %d, %.3f ms (closed form N* = %s)"):format(best.chunks, best.ms,
     best.continuous and ("%.1f"):format(best.continuous) or "n/a"))
   for _, n in ipairs{4, 8, 16, 24, 32, 48, 64} do
     io.write(("  N=%d: %.3f ms"):format(n, bandwidth.pipeline_ms(costs, n)))
   end
   print()
-  best.kernel_ms, best.kernel_assumed, best.queued_us = costs.kernel_ms, assumed, costs.queued_us
+  best.kernel_ms, best.kernel_assumed, best.queued_us, best.queued_from = costs.kernel_ms, not measured,
+    costs.queued_us, source
   return best
 end
 
@@ -131,29 +154,50 @@ local function print_overlap(searched, predicted)
   end
 end
 
--- bench/bandwidth_ref's times for the pinned copy-engine series: cudalua / C at every size.
-local function compare_with_reference(args, sweep)
-  local figures, header = bench.reference(args.reference, {"--sizes", table.concat(sweep.sizes, ","),
-      "--runs", args.runs, "--warmup", args.warmup, "--device", args.device}, {"median", "min", "max"})
+-- bench/bandwidth_ref's times for the pinned copy-engine series: cudalua / C at every size, each ratio
+-- with its uncertainty (the two medians' 95% intervals) and a flag where it is outside it; and the
+-- reference's cost per operation (and per batched segment) beside cudalua's.
+local function compare_with_reference(args, sweep, op_costs)
+  local words = {"--sizes", table.concat(sweep.sizes, ","), "--runs", args.runs, "--warmup", args.warmup,
+                 "--device", args.device}
+  if op_costs then table.move({"--op-cost", op_costs.bytes}, 1, 2, #words + 1, words) end
+  local figures, header = bench.reference(args.reference, words, bench.REFERENCE_COLUMNS, bench.REFERENCE_SPREAD)
   if not figures then fail(header) end
   print()
-  print(("--- Against the raw C driver API (%s), same run: time ratio cudalua / C (target <= 1.01) ---")
+  print(("--- Against the raw C driver API (%s), same run: time ratio cudalua / C, \u{b1} its 95%% uncertainty ---")
         :format(args.reference))
   if header[1] then print(header[1]) end
-  print(("%-6s %10s %12s %12s %8s"):format("path", "bytes", "cudalua us", "raw C us", "ratio"))
   local rows = {}
   for _, s in ipairs(sweep.series) do
     if s.engine == "copy" and (s.resource == "pinned" or s.resource == "device") then
       for _, p in ipairs(s.points) do
         local key = ("%s_%d"):format(s.path, p.bytes)
-        local theirs = figures[key] or fail(("%s did not report %s"):format(args.reference, key))
-        local row = {key = key, cudalua_us = p.ms * 1e3, c_us = theirs.median, ratio = p.ms * 1e3 / theirs.median}
-        print(("%-6s %10d %12.2f %12.2f %8.3f"):format(s.path, p.bytes, row.cudalua_us, row.c_us, row.ratio))
-        rows[#rows + 1] = row
+        rows[#rows + 1] = {label = ("%-6s %10d"):format(s.path, p.bytes), key = key,
+                           ours = {median = p.ms * 1e3, ci_lo = p.ci_lo_ms * 1e3, ci_hi = p.ci_hi_ms * 1e3},
+                           theirs = figures[key] or fail(("%s did not report %s"):format(args.reference, key))}
       end
     end
   end
-  return {program = args.reference, rows = rows}
+  local flagged
+  rows, flagged = bench.print_ratios(rows, {columns = {"path   bytes", "cudalua us", "raw C us"}, width = 17,
+                                            below = "cudalua faster", above = "cudalua slower"})
+  for _, row in ipairs(rows) do
+    row.cudalua_us, row.c_us, row.label, row.ours, row.theirs = row.ours.median, row.theirs.median
+  end
+  local out = {program = args.reference, rows = rows, flagged = flagged}
+  if op_costs then
+    out.op_costs, out.batch_costs = bandwidth.reference_op_costs(figures, "ops"), bandwidth.reference_op_costs(figures, "batch")
+    print()
+    print("--- Cost per operation: cudalua against raw C (separate cuMemcpyAsync), and C's batched segments ---")
+    print(bandwidth.format_op_costs(op_costs, out.op_costs, "raw C"))
+    if out.batch_costs then
+      print("One cuMemcpyBatchAsync a direction, raw C (cudalua has no batched copy yet):")
+      print(bandwidth.format_op_costs(out.batch_costs))
+    else
+      for _, line in ipairs(header) do if line:find("skip batch", 1, true) then print(line) end end
+    end
+  end
+  return out
 end
 
 -- The peer matrix (cuda.bandwidth.peer_matrix), one table per mode, and the host copies beside it.
@@ -199,17 +243,18 @@ local function run_matrix(args)
 end
 
 local args = parse_args()
-if args.mpi then os.exit(require("cuda.mpi_bench").run(args, bandwidth.default_sizes()) and 0 or 1) end
+if args.mpi then os.exit(require("cuda.mpi_bench").run(args) and 0 or 1) end
 if args.matrix then run_matrix(args) end
 args.engines = args.engines or {"copy"}
 local dev = cuda.Device(args.device)
 dev:set_current()
 print(("Device: %s (sm_%s)"):format(dev.name, dev.arch))
 local sweep = run_sweep(dev, args)
+local op_costs = args.op_cost and run_op_cost(dev, args) or nil
 local searched = args.overlap and run_overlap(dev, args) or nil
-local predicted = predict(sweep, args.elements * 4, searched)
+local predicted = predict(sweep, args.elements * 4, searched, op_costs)
 if searched then print_overlap(searched, predicted) end
-local reference = args.reference and compare_with_reference(args, sweep) or nil
+local reference = args.reference and compare_with_reference(args, sweep, op_costs) or nil
 -- Every size of every series a result in GB/s, with each timed copy's rate; the sweep drawn as SVG.
 local run = results.new("bandwidth", {device = dev, argv = arg})
 local lines = {}
@@ -226,8 +271,16 @@ if args.svg then
   results.write_text(args.svg, require("cuda.svg").lines(lines, {title = "Copy bandwidth on " .. dev.name,
     x_label = "bytes per copy", y_label = "GB/s", x_base = 4, y_log = true, x_format = cli.format_bytes}))
 end
-run:finish(args, sweep.failures == 0 and (not searched or searched.verified), {sizes = sweep.sizes,
-  series = sweep.series, failures = sweep.failures, predicted = predicted, searched = searched, reference = reference})
-local failed = sweep.failures + (searched and not searched.verified and 1 or 0)
+if op_costs then
+  for _, mode in ipairs(bandwidth.OP_MODES) do
+    local c = op_costs[mode]
+    if c then run:add(("cost per operation %s"):format(mode), "us", {c.us}, {median = c.us, se = c.se}) end
+  end
+end
+local op_failures = op_costs and op_costs.failures or 0
+run:finish(args, sweep.failures + op_failures == 0 and (not searched or searched.verified), {sizes = sweep.sizes,
+  series = sweep.series, failures = sweep.failures, op_costs = op_costs, predicted = predicted, searched = searched,
+  reference = reference})
+local failed = sweep.failures + op_failures + (searched and not searched.verified and 1 or 0)
 if failed > 0 then fail(("%d check(s) FAILED."):format(failed)) end
 print("\nEvery copy verified.")

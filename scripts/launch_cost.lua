@@ -2,7 +2,9 @@
 -- SPDX-License-Identifier: MIT
 --
 -- Measures, per call, what issuing work costs the host through cudalua: cuda.launch of an
--- empty kernel with no parameters and with four, a 4 KiB pinned -> device Buffer:copy_to,
+-- empty kernel with no parameters and with four (typed scalars; plain Lua values packed by
+-- the parameters' C types; typed scalars for a kernel whose types are unknown, packed by
+-- size), a 4 KiB pinned -> device Buffer:copy_to,
 -- Stream:record, the replay of a graph of 100 launches (host cost, and GPU time against 100
 -- direct launches) and of a graph of 1000 (host cost per launch; cudalua only). With --reference
 -- bench/launch_ref it runs the raw driver-API program that measures the same operations by the
@@ -27,6 +29,10 @@ local LAUNCH_TARGET = 1.15    -- the project's target for cudalua / C, launches
 local FIGURES = {
   {key = "launch_empty", label = "cuda.launch, no parameters", unit = "us", target = true},
   {key = "launch_4params", label = "cuda.launch, 4 parameters", unit = "us", target = true},
+  {key = "launch_4params_typed", label = "  plain values by C type", unit = "us", target = true,
+   reference = "launch_4params"},
+  {key = "launch_4params_sized", label = "  types unknown, by size", unit = "us", target = true,
+   reference = "launch_4params"},
   {key = "memcpy_htod_4k", label = "copy_to, 4 KiB pinned -> device", unit = "us"},
   {key = "event_record", label = "Stream:record(event)", unit = "us"},
   {key = "graph100_replay_host", label = "Graph:launch, 100 launches (host)", unit = "us"},
@@ -38,7 +44,10 @@ local FIGURES = {
 -- Each reference figure's numbers, as launch_ref prints them.
 local COLUMNS = {"median", "min", "p90"}
 local FIGURE_KEYS, REFERENCE_KEYS = {}, {}   -- every figure; those launch_ref reports too
-for i, f in ipairs(FIGURES) do FIGURE_KEYS[i] = f.key if not f.ours then table.insert(REFERENCE_KEYS, f.key) end end
+for i, f in ipairs(FIGURES) do
+  FIGURE_KEYS[i] = f.key
+  if not f.ours and not f.reference then table.insert(REFERENCE_KEYS, f.key) end
+end
 local DIGITS = {us = 3, ms = 4}   -- decimals printed per unit
 
 local function fail(message) io.stderr:write("launch_cost: ", message, "\n"); os.exit(1) end
@@ -99,6 +108,16 @@ local function operations(s, kernels, buffers)
     local a, b, sc, nn = buffers.d_a, buffers.d_b, scale, n
     for _ = 1, count do launch(stream, config, kernel, a, b, sc, nn) end
   end
+  function op.launch_empty4_typed(count)   -- 2.5 and 1024 become float and unsigned long long
+    local launch, stream, config, kernel = cuda.launch, s, cfg, kernels.empty4
+    local a, b = buffers.d_a, buffers.d_b
+    for _ = 1, count do launch(stream, config, kernel, a, b, 2.5, EMPTY4_ELEMENTS) end
+  end
+  function op.launch_empty4_sized(count)
+    local launch, stream, config, kernel = cuda.launch, s, cfg, kernels.empty4_sized
+    local a, b, sc, nn = buffers.d_a, buffers.d_b, scale, n
+    for _ = 1, count do launch(stream, config, kernel, a, b, sc, nn) end
+  end
   function op.copy_small(count)
     local src, dst, stream = buffers.host_small, buffers.dev_small, s
     for _ = 1, count do src:copy_to(dst, stream) end
@@ -128,7 +147,9 @@ local function set_up(device_id)
   local code = cuda.Program(source_file:read("a"), "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
   local buffers = make_buffers(dev, s)
   return {dev = dev, stream = s, kernels_dir = kernel_path:match("^(.*)/[^/]*$") or ".", buffers = buffers,
-    op = operations(s, {empty = code:get_kernel("empty"), empty4 = code:get_kernel("empty4")}, buffers),
+    op = operations(s, {empty = code:get_kernel("empty"), empty4 = code:get_kernel("empty4"),
+      -- the same code without its source: the parameters' types unknown
+      empty4_sized = cuda.ObjectCode.from_data(code.code):get_kernel("empty4")}, buffers),
     gpu_events = {dev:create_event{timing = true}, dev:create_event{timing = true}}}
 end
 
@@ -142,6 +163,8 @@ local function measure_ours(rig, repeats, batch, graph_batch)
   return {
     launch_empty = host(op.launch_empty, batch),
     launch_4params = host(op.launch_empty4, batch),
+    launch_4params_typed = host(op.launch_empty4_typed, batch),
+    launch_4params_sized = host(op.launch_empty4_sized, batch),
     memcpy_htod_4k = host(op.copy_small, batch),
     event_record = host(op.record_marker, batch),
     graph100_replay_host = host(op.replay_graph, graph_batch),
@@ -205,7 +228,7 @@ end
 local function compare(ours, reference)
   local ratios, missed = {}, {}
   for _, f in ipairs(FIGURES) do
-    local theirs = reference and reference[f.key]
+    local theirs = reference and reference[f.reference or f.key]
     if theirs and theirs.median > 0 then
       ratios[f.key] = ours[f.key].median / theirs.median
       if f.target and ratios[f.key] > LAUNCH_TARGET then missed[#missed + 1] = f.key end
@@ -233,7 +256,7 @@ end
 local function print_table(ours, reference, ratios)
   print_row("operation", "cudalua", reference and "raw C driver API" or "", reference and "ratio" or "")
   for _, f in ipairs(FIGURES) do
-    local theirs, ratio = reference and reference[f.key], ratios[f.key]
+    local theirs, ratio = reference and reference[f.reference or f.key], ratios[f.key]
     local over = ratio and f.target and ratio > LAUNCH_TARGET
     print_row(f.label .. ", " .. f.unit, bench.format_spread(ours[f.key], DIGITS[f.unit]),
       theirs and bench.format_spread(theirs, DIGITS[f.unit]) or "",
@@ -263,6 +286,8 @@ local function print_notes(ours, reference, missed)
     print(("Over the project's target of cudalua / C <= %.2f: %s."):format(LAUNCH_TARGET,
       table.concat(missed, ", ")))
   end
+  print(("Typed packing: plain values by C type cost %.3f of typed scalars packed by size (the packing " ..
+    "before types were known; target <= 1.05)."):format(ours.launch_4params_typed.median / ours.launch_4params_sized.median))
   print(("Per launch, replaying a graph of %d costs the host %.3f of a direct launch (target <= %.2f)."):format(
     BIG_GRAPH_LAUNCHES, ours.graph1000_host.median / ours.launch_4params.median, BIG_GRAPH_TARGET))
   print("For scale, cuda.core on the H200 (the project's measurements): a launch from Python 4.2-6.1 us, " ..

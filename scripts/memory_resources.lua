@@ -163,9 +163,13 @@ local function measure_copy(ctx, from, to, nbytes, source)
     if b.memory_resource.kind == "managed" then b:prefetch(ctx.dev, s) end
   end
   local range <close> = cuda.nvtx.range(from[1] .. " -> " .. to[1])
-  -- As bench/copy_ref: the destination poisoned before the start event, so the start event fires with the
-  -- copy queued behind it; on an idle stream the host's issuing would be timed (13% of a 64 MB D2D copy).
-  local timing = setmetatable({prepare = function() dst:fill(0xA5, s) end}, {__index = ctx.timing})
+  -- As bench/copy_ref: the destination poisoned, then the head start (cuda.bandwidth's), before the start
+  -- event, so the start event fires with the copy queued behind it; on an idle stream the host's issuing
+  -- would be timed (13% of a 64 MB D2D copy).
+  local timing = setmetatable({prepare = function()
+    dst:fill(0xA5, s)
+    ctx.head_start:fill(0, s)
+  end}, {__index = ctx.timing})
   local stats = bench.time(s, function() src:copy_to(dst, s) end, timing)
   local check = ctx.check
   check:fill(0, s)
@@ -178,13 +182,43 @@ local function measure_copy(ctx, from, to, nbytes, source)
   return nbytes / stats.median / 1e6, ok, stats
 end
 
-local function run_reference(path, nbytes)
-  local figures, why = bench.reference(path, {"--bytes", nbytes}, {"median", "min", "max"})
-  if not figures then
-    io.stderr:write("memory_resources: ", why, "\n")
-    os.exit(1)
+-- bench/copy_ref with the same bytes, run count and adaptive timing as our side; each pair it measures
+-- against ours: GB/s both sides, the ratio with its uncertainty, a flag outside it, and a warning where
+-- the reference's spread stayed above --precision (ours are warned of above).
+local REFERENCE_PAIRS = {
+  {"pinned -> device", "h2d_pinned"}, {"device -> pinned", "d2h_pinned"},
+  {"pinned pool -> device", "h2d_pinned_pool"}, {"device -> pinned pool", "d2h_pinned_pool"},
+  {"pageable -> device", "h2d_pageable"}, {"device -> pageable", "d2h_pageable"},
+  {"device -> device", "d2d"}, {"managed -> device", "managed_prefetched_to_device"},
+}
+
+local function compare_with_reference(figures, nbytes)
+  local words = {"--bytes", nbytes, "--runs", 10}
+  if args.precision > 0 then table.move({"--precision", 100 * args.precision, "--max-time", args.max_time}, 1, 4, 5, words) end
+  local ref, why = bench.reference(args.reference, words, bench.REFERENCE_COLUMNS, bench.REFERENCE_SPREAD)
+  if not ref then io.stderr:write("memory_resources: ", why, "\n") os.exit(1) end
+  print()
+  print(("--- Against the raw C driver API (%s), same run: GB/s ratio cudalua / C, \u{b1} its 95%% uncertainty ---")
+        :format(args.reference))
+  local rows, warnings = {}, {}
+  for _, pair in ipairs(REFERENCE_PAIRS) do
+    local ours, theirs = figures[pair[1]], ref[pair[2]]
+    if ours and theirs then
+      rows[#rows + 1] = {label = pair[1], key = pair[2], ours = ours, theirs = theirs}
+      local spread = theirs.ci_lo and (theirs.ci_hi - theirs.ci_lo) / 2 / theirs.median
+      if args.precision > 0 and spread and spread > args.precision then
+        warnings[#warnings + 1] = ("Warning: %s, raw C: spread stays high: the median is known to \u{b1}%.1f%% after %d runs")
+          :format(pair[1], 100 * spread, theirs.n or 0)
+      end
+    end
   end
-  return figures
+  bench.print_ratios(rows, {columns = {"copy", "cudalua GB/s", "raw C GB/s"}, value = "%12.1f",
+                            below = "cudalua slower", above = "cudalua faster"})
+  for _, line in ipairs(warnings) do print(line) end
+  for _, row in ipairs(rows) do
+    row.pair, row.cudalua_gbps, row.c_gbps, row.label, row.ours, row.theirs = row.label, row.ours.median, row.theirs.median
+  end
+  return rows
 end
 
 local function bandwidth_table(ctx)
@@ -195,13 +229,14 @@ local function bandwidth_table(ctx)
   local source = pinned:allocate(nbytes)
   source:view("uint32"):random(0, 2^32, ctx.seed)
   ctx.check = pinned:allocate(nbytes)
+  ctx.head_start = ctx.dev.memory_resource:allocate(require("cuda.bandwidth").HEAD_START_BYTES, ctx.stream)
   print()
   local runs = args.precision > 0 and ("10+ runs, \u{b1}%g%%"):format(100 * args.precision) or "10"
   print(("--- Copy bandwidth, GB/s (%s per copy, median of %s, verified) ---"):format(cli.format_bytes(nbytes), runs))
   local header = ("%-12s"):format("from \\ to")
   for _, to in ipairs(resources) do header = header .. ("%12s"):format(to[1]) end
   print(header)
-  local results, runs_taken, warnings = {}, {}, {}
+  local results, runs_taken, warnings, figures = {}, {}, {}, {}
   for _, from in ipairs(resources) do
     local row = ("%-12s"):format(from[1])
     for _, to in ipairs(resources) do
@@ -211,6 +246,7 @@ local function bandwidth_table(ctx)
       if stats.warning then warnings[#warnings + 1] = ("Warning: %s: %s"):format(pair, stats.warning) end
       local rates = {}
       for i, ms in ipairs(stats.raw) do rates[i] = nbytes / ms / 1e6 end
+      figures[pair] = bench.figure(rates)
       ctx.run:add(pair, "GB/s", rates, {median = gbps, bytes = nbytes, verified = ok, runs = stats.n})
       row = row .. ("%11.1f%s"):format(gbps, ok and " " or "!")
     end
@@ -218,22 +254,11 @@ local function bandwidth_table(ctx)
   end
   print("(managed buffers are prefetched to the device first; '!' marks a failed check)")
   for _, warning in ipairs(warnings) do print(warning) end
-  if args.reference then
-    local ref = run_reference(args.reference, nbytes)
-    print()
-    print("--- Against the raw C driver API (bench/copy_ref), same run ---")
-    for _, pair in ipairs{{"pinned -> device", "h2d_pinned"}, {"device -> pinned", "d2h_pinned"},
-                          {"pinned pool -> device", "h2d_pinned_pool"}, {"pageable -> device", "h2d_pageable"},
-                          {"device -> device", "d2d"}} do
-      local ours, theirs = results[pair[1]], ref[pair[2]] and ref[pair[2]].median
-      if theirs then
-        print(("%-24s cudalua %7.1f GB/s   raw C %7.1f GB/s   ratio %.3f"):format(pair[1], ours, theirs, ours / theirs))
-      end
-    end
-  end
+  local compared = args.reference and compare_with_reference(figures, nbytes)
   source:close()
   ctx.check:close()
-  return results, runs_taken
+  ctx.head_start:close(ctx.stream)
+  return results, runs_taken, compared
 end
 
 -- --- main ---------------------------------------------------------------------------
@@ -264,7 +289,7 @@ end
 local report = {device = dev.name, elements = n, failures = 0}
 if args.bandwidth then
   local range <close> = cuda.nvtx.range("bandwidth")
-  report.bandwidth_gbps, report.bandwidth_runs = bandwidth_table(ctx)
+  report.bandwidth_gbps, report.bandwidth_runs, report.reference = bandwidth_table(ctx)
 end
 report.failures = failures
 print()

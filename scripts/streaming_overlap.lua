@@ -9,6 +9,7 @@ local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
 local overlap = require "cuda.overlap"
+local bandwidth = require "cuda.bandwidth"
 local results = require "cuda.results"
 local report = require "cuda.overlap_report"
 
@@ -132,10 +133,15 @@ local function run_auto(p, input, base, args)
   end
   local engines = settle(found.copy_engines, "Best copy-engine schedule")
   local copies = run_copies_alone(p, input, engines.sched, base, engines.result.median_ms)
+  local bound = overlap.bound(base.limits, p.bytes)
+  print(("The bound the cost per operation implies (%.1f us a pair both ways): %d chunks, %.3f ms;"):format(
+    bandwidth.chunk_cost_us(bound.costs), bound.chunks, bound.ms))
+  print(("  the best copy-engine schedule is %.1f%% above it"):format(100 * (engines.result.median_ms / bound.ms - 1)))
   local best = found.best ~= found.copy_engines and settle(found.best, "Best of all schedules") or engines
   if best == engines then print("No schedule that lets the SMs move the data (direct, zero-copy) did better.") end
   for _, f in ipairs{found.copy_engines, found.best} do if f.graph then f.graph:close() end end
-  return {candidates = found.measured, copy_engines = engines.result, copies_alone = copies, best = best.result},
+  return {candidates = found.measured, copy_engines = engines.result, copies_alone = copies, best = best.result,
+          bound = {chunks = bound.chunks, ms = bound.ms, chunk_cost_us = bandwidth.chunk_cost_us(bound.costs)}},
          {engines, best}
 end
 
@@ -169,33 +175,35 @@ local function compare_with_reference(args, p, limits, results, auto, engines, s
   local chunks = engines and #engines.sched.chunks or 20
   local figures, header = bench.reference(args.reference, {"--elements", p.n, "--runs", args.runs,
       "--warmup", args.warmup, "--device", args.device, "--streams", table.concat(args.streams, ","),
-      "--chunks", chunks, "--kernels", kernel_dir}, {"median", "min", "max"})
+      "--chunks", chunks, "--kernels", kernel_dir}, bench.REFERENCE_COLUMNS, bench.REFERENCE_SPREAD)
   if not figures then fail(header) end
   local rows = {
-    {"H2D alone", limits.h2d.median, "h2d"}, {"D2H alone", limits.d2h.median, "d2h"},
-    {"H2D + D2H together", limits.both.median, "both"}, {"Kernel alone", limits.kernel.median, "kernel"},
-    {"Sequential", results[1].median_ms, "sequential"},
+    {"H2D alone", limits.h2d.raw, "h2d"}, {"D2H alone", limits.d2h.raw, "d2h"},
+    {"H2D + D2H together", limits.both.raw, "both"}, {"Kernel alone", limits.kernel.raw, "kernel"},
+    {"Sequential", results[1].samples, "sequential"},
   }
   for _, r in ipairs(results) do
-    if r.streams then rows[#rows + 1] = {r.name, r.median_ms, "streams_" .. r.streams} end
+    if r.streams then rows[#rows + 1] = {r.name, r.samples, "streams_" .. r.streams} end
   end
   if engines then
     local same = engines.sched.kind == "engines" and engines.sched.ramp == 0
     local name = same and engines.sched.name or ("%s (C: 3 engine streams, %d chunks)"):format(engines.sched.name, chunks)
-    rows[#rows + 1] = {name, auto.copy_engines.median_ms, "engines_" .. chunks}
-    rows[#rows + 1] = {("Its copies alone, %d each way"):format(chunks), auto.copies_alone.median_ms, "copies_" .. chunks}
+    rows[#rows + 1] = {name, auto.copy_engines.samples, "engines_" .. chunks}
+    rows[#rows + 1] = {("Its copies alone, %d each way"):format(chunks), auto.copies_alone.samples, "copies_" .. chunks}
   end
   say()
-  print(("--- Against the raw C driver API (%s), same run ---"):format(args.reference))
+  print(("--- Against the raw C driver API (%s), same run: time ratio cudalua / C, \u{b1} its 95%% uncertainty ---")
+        :format(args.reference))
   if header[1] then say(header[1]) end
-  print(("%-44s %10s %10s %7s"):format("configuration", "cudalua", "raw C", "ratio"))
-  local out = {program = args.reference, rows = {}}
-  for _, row in ipairs(rows) do
-    local name, ours, theirs = row[1], row[2], figures[row[3]]
-    if not theirs then fail(("%s did not report %s"):format(args.reference, row[3])) end
-    print(("%-44s %7.3f ms %7.3f ms %7.3f"):format(name, ours, theirs.median, ours / theirs.median))
-    out.rows[#out.rows + 1] = {name = name, key = row[3], cudalua_ms = ours, c_ms = theirs.median,
-                               ratio = ours / theirs.median}
+  for i, row in ipairs(rows) do
+    local theirs = figures[row[3]] or fail(("%s did not report %s"):format(args.reference, row[3]))
+    rows[i] = {label = row[1], key = row[3], ours = bench.figure(row[2]), theirs = theirs}
+  end
+  local out = {program = args.reference}
+  out.rows, out.flagged = bench.print_ratios(rows, {columns = {"configuration", "cudalua ms", "raw C ms"}, width = 44,
+                                                    value = "%12.3f", below = "cudalua faster", above = "cudalua slower"})
+  for _, row in ipairs(out.rows) do
+    row.name, row.cudalua_ms, row.c_ms, row.label, row.ours, row.theirs = row.label, row.ours.median, row.theirs.median
   end
   say("(ratio = cudalua's time / raw C's time: below 1 is faster)")
   if args.graph then say("(cudalua replayed graphs of the streamed schedules; the reference issues them directly)") end
@@ -255,7 +263,7 @@ local function main(args)
   say()
   local limits = p:limits()
   local sequential = run_sequential(p, input, limits, say)
-  local base = {limit = limits.limit, sequential_ms = sequential.median_ms}
+  local base = {limit = limits.limit, sequential_ms = sequential.median_ms, limits = limits}
   local streamed = run_streamed(p, input, base, args, say)
   say("--- Limits (measured) ---")
   print(table.concat(report.limit_lines(limits), "\n"))

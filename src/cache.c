@@ -16,21 +16,26 @@
  * A file is a 96-byte header followed by the payload (the code, the compile
  * log, then the name expressions as "expr\0lowered\0" pairs):
  *
- *     0   "CLCACHE2"             magic and format version
+ *     0   "CLCACHE3"             magic and format version
  *     8   u64 code length        little-endian
  *     16  u64 log length
  *     24  u64 names length
  *     32  u32 kind               index into cl_code_kinds
  *     36  u32 0                  reserved
  *     40  sha256(key)[32]        the key the entry was stored under
- *     72  u64 xxh64(payload)     the payload checksum, seed 0
+ *     72  u64 checksum           XXH64 (seed 0) of the whole file, these
+ *                                8 bytes read as zero: header and payload
  *     80  16 zero bytes          reserved
  *
  * The key is a cryptographic hash (nettle's SHA-256, over a few kilobytes);
- * the payload, up to megabytes, is checked with XXH64, which finds
+ * the entry, up to megabytes, is checked with XXH64, which finds
  * corruption at memory speed: a hit costs a file read. A truncated,
- * corrupted or misplaced file fails these checks, counts as corrupt, is
- * removed, and is a miss. Writes go to a temporary file in the same
+ * corrupted or misplaced file fails these checks, and so does code that
+ * fails the checks cuda.ObjectCode.from_data applies (cl_code_problem): it
+ * reaches the driver, which reads as far as the code says. Such a file
+ * counts as corrupt, is removed, and is a miss. An entry of the previous
+ * format ("CLCACHE2", whose checksum left the header out) is a plain miss,
+ * replaced by the next store. Writes go to a temporary file in the same
  * directory, renamed over the entry, so readers never see half an entry. A
  * cache that cannot be read or written never fails a compile: the failure
  * is counted and the compile goes on.
@@ -62,7 +67,9 @@
 #include "cl.h"
 
 #define HEADER_SIZE 96
-#define MAGIC "CLCACHE2"
+#define MAGIC "CLCACHE3"
+#define OLD_MAGIC "CLCACHE2"
+#define SUM_AT 72                       /* the checksum's 8 bytes in the header */
 #define ENTRY_LIMIT ((size_t)1 << 30)   /* larger files are not ours */
 #define SUFFIX ".entry"
 
@@ -173,7 +180,24 @@ static void mark_used(const char *path)
 
 /* --- reading ----------------------------------------------------------------- */
 
-/* 1 when buf (size bytes) is a sound entry stored under digest. */
+/* The checksum of an entry: XXH64 of its header, with the checksum's own
+ * bytes read as zero, and of its payload (given in up to three parts). */
+static uint64_t entry_sum(const unsigned char header[HEADER_SIZE], const void *const part[3],
+                          const size_t len[3])
+{
+  static const unsigned char zero[8];
+  XXH64_state_t sum;
+  XXH64_reset(&sum, 0);
+  XXH64_update(&sum, header, SUM_AT);
+  XXH64_update(&sum, zero, sizeof zero);
+  XXH64_update(&sum, header + SUM_AT + 8, HEADER_SIZE - SUM_AT - 8);
+  for (int i = 0; i < 3; i++)
+    XXH64_update(&sum, part[i], len[i]);
+  return XXH64_digest(&sum);
+}
+
+/* 1 when buf (size bytes) is a sound entry stored under digest: lengths,
+ * kind, key and the checksum over all of it. */
 static int entry_is_sound(const unsigned char *buf, size_t size,
                           const unsigned char digest[CL_HASH_SIZE])
 {
@@ -186,16 +210,19 @@ static int entry_is_sound(const unsigned char *buf, size_t size,
     return 0;
   if (cl_load_le(buf + 32, 4) >= CL_NKINDS || memcmp(buf + 40, digest, CL_HASH_SIZE) != 0)
     return 0;
-  return XXH64(buf + HEADER_SIZE, size - HEADER_SIZE, 0) == cl_load_le(buf + 72, 8);
+  const void *part[3] = {buf + HEADER_SIZE, "", ""};
+  const size_t len[3] = {size - HEADER_SIZE, 0, 0};
+  return entry_sum(buf, part, len) == cl_load_le(buf + SUM_AT, 8);
 }
 
 /* On a hit, push the code, the log and the names string and return the
  * code's kind; else push nothing and return -1. Counts hits, misses and
  * corrupt entries (which it removes); never raises except for lack of
- * memory. */
+ * memory. It allocates before it counts: the caller holds the collector
+ * (cl_gc_hold) or c is the automatic cache. */
 int cl_cache_get(lua_State *L, cl_ProgramCache *c, const char *key, size_t key_len)
 {
-  char path[CL_CACHE_PATH_MAX + 80];
+  char path[CL_CACHE_PATH_MAX + 80], why[160];
   unsigned char digest[CL_HASH_SIZE];
   size_t size = 0;
   cl_sha256(key, key_len, digest);
@@ -208,22 +235,37 @@ int cl_cache_get(lua_State *L, cl_ProgramCache *c, const char *key, size_t key_l
     c->stats.misses++;
     return -1;
   }
-  if (!entry_is_sound(buf, size, digest)) {
+  if (size >= HEADER_SIZE && memcmp(buf, OLD_MAGIC, 8) == 0) {
+    lua_pop(L, 1);                                /* an older cudalua's: the next store replaces it */
+    c->stats.misses++;
+    return -1;
+  }
+  int kind = entry_is_sound(buf, size, digest) ? (int)cl_load_le(buf + 32, 4) : -1;
+  size_t code_len = 0, log_len = 0;
+  const char *payload = (const char *)buf + HEADER_SIZE;
+  if (kind >= 0) {
+    code_len = (size_t)cl_load_le(buf + 8, 8);
+    log_len = (size_t)cl_load_le(buf + 16, 8);
+    /* checked as a Lua string, which ends in a NUL (PTX is read to it) */
+    const char *code = lua_pushlstring(L, payload, code_len);
+    if (cl_code_problem(code, code_len, &kind, why, sizeof why)) {
+      lua_pop(L, 1);
+      kind = -1;
+    }
+  }
+  if (kind < 0) {
     lua_pop(L, 1);
     unlink(path);
     c->stats.corrupt++;
     c->stats.misses++;
     return -1;
   }
-  size_t code_len = (size_t)cl_load_le(buf + 8, 8), log_len = (size_t)cl_load_le(buf + 16, 8);
-  const char *payload = (const char *)buf + HEADER_SIZE;
-  lua_pushlstring(L, payload, code_len);
   lua_pushlstring(L, payload + code_len, log_len);
   lua_pushlstring(L, payload + code_len + log_len, size - HEADER_SIZE - code_len - log_len);
   lua_remove(L, -4);
   mark_used(path);                               /* the last use, for eviction */
   c->stats.hits++;
-  return (int)cl_load_le(buf + 32, 4);
+  return kind;
 }
 
 /* --- writing ----------------------------------------------------------------- */
@@ -252,7 +294,6 @@ static int write_all(int fd, const void *data, size_t len)
 static void make_header(unsigned char header[HEADER_SIZE], const unsigned char digest[CL_HASH_SIZE],
                         const cl_CacheEntry *e)
 {
-  XXH64_state_t sum;
   memset(header, 0, HEADER_SIZE);
   memcpy(header, MAGIC, 8);
   store_le(header + 8, e->code_len, 8);
@@ -260,11 +301,9 @@ static void make_header(unsigned char header[HEADER_SIZE], const unsigned char d
   store_le(header + 24, e->names_len, 8);
   store_le(header + 32, (uint64_t)e->kind, 4);
   memcpy(header + 40, digest, CL_HASH_SIZE);
-  XXH64_reset(&sum, 0);
-  XXH64_update(&sum, e->code, e->code_len);
-  XXH64_update(&sum, e->log, e->log_len);
-  XXH64_update(&sum, e->names, e->names_len);
-  store_le(header + 72, XXH64_digest(&sum), 8);
+  const void *part[3] = {e->code, e->log, e->names};
+  const size_t len[3] = {e->code_len, e->log_len, e->names_len};
+  store_le(header + SUM_AT, entry_sum(header, part, len), 8);
 }
 
 /* Write the entry to a temporary file beside it, then rename it into place:
@@ -349,7 +388,8 @@ static void evict(cl_ProgramCache *c)
   if (c->max_size <= 0)
     return;
   Entry *list = list_entries(c->dir, &n, &total);
-  qsort(list, n, sizeof *list, older_first);
+  if (n > 1)                                      /* list is NULL when there are none */
+    qsort(list, n, sizeof *list, older_first);
   for (size_t i = 0; i < n && total > (uint64_t)c->max_size; i++) {
     snprintf(path, sizeof path, "%s/%s", c->dir, list[i].name);
     if (unlink(path) == 0) {
@@ -461,34 +501,40 @@ void cl_cache_put_lua(lua_State *L, cl_ProgramCache *c, int keyi, int codei, int
 /* pc:get(key) -> cuda.ObjectCode, or nil on a miss */
 static int cache_get(lua_State *L)
 {
-  cl_ProgramCache *c = check_cache(L, 1);
-  size_t key_len;
+  size_t key_len, names_len;
+  luaL_checkudata(L, 1, CL_PROGRAMCACHE);
   const char *key = luaL_checklstring(L, 2, &key_len);
   cl_check_nargs(L, 2);
-  int kind = cl_cache_get(L, c, key, key_len);
+  lua_settop(L, 2);
+  cl_gc_hold(L);                                  /* 3: the entry is read after the check */
+  cl_ProgramCache *c = check_cache(L, 1);
+  int kind = cl_cache_get(L, c, key, key_len);    /* 4 code, 5 log, 6 names */
   if (kind < 0) {
     lua_pushnil(L);
     return 1;
   }
-  size_t names_len;
-  const char *names = lua_tolstring(L, -1, &names_len);
-  cl_push_names_table(L, names, names_len);
-  cl_push_objectcode(L, -4, kind);
-  cl_objectcode_set_names(L, -1, -2);
+  const char *names = lua_tolstring(L, 6, &names_len);
+  cl_push_names_table(L, names, names_len);       /* 7 */
+  cl_push_objectcode(L, 4, kind);                 /* 8: checked again, as every ObjectCode */
+  cl_objectcode_set_names(L, 8, 7);
   return 1;
 }
 
 /* pc:store(key, obj) */
 static int cache_store(lua_State *L)
 {
-  cl_ProgramCache *c = check_cache(L, 1);
+  luaL_checkudata(L, 1, CL_PROGRAMCACHE);
   luaL_checkstring(L, 2);
-  cl_ObjectCode *o = cl_check_objectcode(L, 3);
+  luaL_checkudata(L, 3, CL_OBJECTCODE);
   cl_check_nargs(L, 3);
-  lua_pushliteral(L, "");                         /* 4: an ObjectCode keeps no log */
-  cl_objectcode_push_code(L, 3);                  /* 5 */
-  cl_objectcode_push_names(L, 3);                 /* 6 */
-  cl_cache_put_lua(L, c, 2, 5, o->kind, 4, 6);
+  lua_settop(L, 3);
+  cl_gc_hold(L);                                  /* 4: the entry is made after the checks */
+  cl_ProgramCache *c = check_cache(L, 1);
+  cl_ObjectCode *o = cl_check_objectcode(L, 3);
+  lua_pushliteral(L, "");                         /* 5: an ObjectCode keeps no log */
+  cl_objectcode_push_code(L, 3);                  /* 6 */
+  cl_objectcode_push_names(L, 3);                 /* 7 */
+  cl_cache_put_lua(L, c, 2, 6, o->kind, 5, 7);
   return 0;
 }
 
@@ -554,17 +600,18 @@ static lua_Integer dir_size(const char *dir)
 
 static int cache_fields(lua_State *L)
 {
-  cl_ProgramCache *c = check_cache(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  cl_ProgramCache *c = check_cache(L, 1);
+  cl_CacheStats stats = c->stats;                 /* read before the table is made */
   if (strcmp(key, "size") == 0)
     lua_pushinteger(L, dir_size(c->dir));
   else if (strcmp(key, "dir") == 0)
-    lua_pushstring(L, c->dir);
+    lua_pushstring(L, c->dir);                    /* c is at 1: closing frees nothing */
   else if (strcmp(key, "max_size") == 0)
     lua_pushinteger(L, (lua_Integer)c->max_size);
   else {                                          /* hits, misses, evictions, ... */
     lua_newtable(L);
-    push_stats(L, &c->stats);
+    push_stats(L, &stats);
     lua_getfield(L, -1, key);
   }
   return 1;

@@ -89,11 +89,15 @@ typedef struct cl_Event {
   int timing;
   int recorded;
   struct cl_GraphRefs *capture; /* recorded in that capture (user value 2), or NULL */
+  int graph_refs;               /* live graphs recording or waiting on it: close defers the destroy */
 } cl_Event;
 
 cl_Stream *cl_check_stream(lua_State *L, int i);
 cl_Stream *cl_opt_stream(lua_State *L, int i);    /* NULL for none/nil */
 cl_Event *cl_check_event(lua_State *L, int i);
+/* A graph that recorded or waited on ev is gone: a closed event is
+ * destroyed with the last such graph. Never raises: it runs in finalizers. */
+void cl_event_graph_release(cl_Event *ev);
 /* Push the device's (at devi) legacy (per_thread = 0) or per-thread
  * default stream, one object each per device (stream.c). */
 void cl_push_default_stream(lua_State *L, int devi, int per_thread);
@@ -149,6 +153,7 @@ typedef struct cl_MemoryResource {
   size_t graph_held;            /* live buffers closed for Lua, kept by graphs */
   int close_pending;            /* closed for Lua; destroyed with its last buffer */
   uint64_t peer_mask;           /* devices granted access (peer_accessible_by), bit = ordinal */
+  int ipc_opened;               /* device memory of another process (ipc.c): closed, never allocated */
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
@@ -163,6 +168,10 @@ void cl_mr_release_graph_held(cl_MemoryResource *mr, CUdeviceptr ptr, size_t siz
 void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size, CUstream s,
                    int stream_known);
 extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
+/* Push the resource that owns device memory opened from another process on
+ * the device at devi (cuIpcOpenMemHandle): its buffers close their mapping
+ * (cuIpcCloseMemHandle) and it allocates nothing (ipc.c). */
+cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi);
 
 /* --- buffers (buffer.c) -------------------------------------------------- */
 
@@ -186,6 +195,10 @@ cl_Buffer *cl_push_buffer(lua_State *L, CUdeviceptr ptr, size_t size, int mri,
 /* A graph that used b is gone: the memory of a closed buffer is freed
  * with the last such graph. Never raises: it runs in finalizers. */
 void cl_buffer_graph_release(cl_Buffer *b);
+/* For a kernel's pointer parameter (launch.c): the buffer of the view at i
+ * (a cuda.View; NULL for anything else), the address of its first element
+ * in *ptr. Only for functions registered through cl_setfuncs (cl_fast_test). */
+cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr);
 /* The host address of a host-accessible buffer; raises otherwise. */
 void *cl_buffer_host(lua_State *L, int i, cl_Buffer *b);
 
@@ -258,6 +271,7 @@ static inline int cl_fits_float32(double x)
  * exact width, a fill pattern, a view's operand converted to its dtype. */
 typedef struct cl_Scalar {
   cl_DType type;
+  int pointer;                  /* cuda.ptr(n): a uint64 that is an address */
   union {
     unsigned char bytes[8];
     float f32; double f64;
@@ -294,7 +308,10 @@ extern const char *const cl_code_kinds[];   /* "cubin", "ptx", ..., NULL */
  * load without reading past it, else why not (written into why). A kind
  * < 0 is detected first. code is a Lua string's: code[n] is a NUL. */
 const char *cl_code_problem(const char *code, size_t n, int *kind, char *why, size_t size);
-/* Push a new ObjectCode over the code string at index codei. */
+/* 1 when s[0..n) has no byte but NULs: a compiler's output with no code. */
+int cl_is_blank(const char *s, size_t n);
+/* Push a new ObjectCode over the code string at index codei, which must
+ * pass cl_code_problem for kind: raises otherwise. */
 cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind);
 cl_ObjectCode *cl_check_objectcode(lua_State *L, int i);
 void cl_objectcode_push_code(lua_State *L, int oi);
@@ -302,8 +319,37 @@ void cl_objectcode_push_code(lua_State *L, int oi);
  * or nil; get_kernel resolves through it. */
 void cl_objectcode_set_names(lua_State *L, int oi, int ti);
 void cl_objectcode_push_names(lua_State *L, int oi);
+/* The C++ source the code was compiled from (at si), where extern "C"
+ * kernels' declarations give their parameter types. */
+void cl_objectcode_set_source(lua_State *L, int oi, int si);
 /* A graph that launched one of o's kernels is gone (as cl_buffer_graph_release). */
 void cl_objectcode_graph_release(cl_ObjectCode *o);
+
+/* --- kernel parameter types (signature.c) --------------------------------- */
+
+/* What a parameter's type says about the Lua values it takes (launch.c).
+ * CL_ARG_NAMED is a class, struct, enum or typedef known by name only, or
+ * a type not known at all: it takes what any parameter of its size took
+ * before types were known, and bytes (a string) of its size. */
+enum { CL_ARG_NAMED, CL_ARG_BOOL, CL_ARG_INT /* either sign: char */, CL_ARG_SINT, CL_ARG_UINT,
+       CL_ARG_FLOAT, CL_ARG_PTR, CL_ARG_VOID };
+typedef struct cl_ArgType {
+  unsigned char kind;
+  unsigned short size;          /* bytes; 0 where only the driver knows */
+  char name[96];                /* "const float*", "Span<float>"; "" unknown */
+} cl_ArgType;
+
+/* The parameter types of the mangled C++ name (Itanium ABI): their count,
+ * or -1 and *why. fname gets the function's name ("ns::add<float>"). */
+int cl_demangle(const char *mangled, cl_ArgType *params, int max, char *fname, size_t fname_size,
+                const char **why);
+/* The parameter types of a declaration in C declarator syntax ("const
+ * float*, double n, Span<float>"): their count, or -1 and why. */
+int cl_parse_signature(const char *sig, cl_ArgType *params, int max, char *why, size_t why_size);
+/* Copy the parameter list of the __global__ function kernel declared in
+ * src[0..len) into out (comments blanked); 0 when there is none (or it
+ * does not fit). */
+int cl_find_declaration(const char *src, size_t len, const char *kernel, char *out, size_t size);
 
 typedef struct cl_Kernel {
   int closed;
@@ -314,8 +360,10 @@ typedef struct cl_Kernel {
   int shmem_optin;              /* largest dynamic shared memory enabled */
   size_t param_offset[CL_MAX_PARAMS];
   unsigned short param_size[CL_MAX_PARAMS];
+  unsigned char param_kind[CL_MAX_PARAMS];   /* CL_ARG_*, resolved when the kernel is made */
   char name[128];
-} cl_Kernel;                    /* user value 1: the ObjectCode */
+} cl_Kernel;                    /* user values: 1 the ObjectCode, 2 its name, 3 its parameters'
+                                 * type names (a list; nil when none is known) */
 
 cl_Kernel *cl_check_kernel(lua_State *L, int i);
 /* The CUfunction of k for device d (whose context is current). */
@@ -456,14 +504,21 @@ static inline void *cl_fast_check(lua_State *L, int i, int uv, const char *tname
 
 /* HACKING.md's rule: nothing runs Lua between checking a handle and using
  * it. A function that must allocate after its checks calls cl_gc_hold
- * after them: it pushes one to-be-closed slot (its index is returned) and
- * holds the collector off, so no finalizer runs, until the function
- * returns or the slot is released. Nothing in a held section raises but
- * out of memory: release first (an error that leaves a coroutine closes
- * nothing until coroutine.close). It does not stop metamethods, calls or
- * host functions. */
+ * before them: it pushes one to-be-closed slot (its index is returned)
+ * and holds the collector off, so no finalizer runs, until the function
+ * returns or raises, or cl_gc_release closes the slot. It does not stop
+ * metamethods, calls or host functions. An error that leaves a coroutine
+ * uncaught closes its slots only at coroutine.close: cl_gc_unstick (run
+ * by every cl_check_open and hold) then gives up a hold whose thread died. */
 int cl_gc_hold(lua_State *L);
 void cl_gc_release(lua_State *L, int slot);
+extern int cl_gc_held;
+void cl_gc_unstick_slow(lua_State *L);
+static inline void cl_gc_unstick(lua_State *L)
+{
+  if (cl_gc_held)
+    cl_gc_unstick_slow(L);
+}
 void cl_open_gc_hold(lua_State *L);
 
 /* Add methods to a type registered earlier (Device gets create_stream
@@ -519,6 +574,7 @@ void cl_open_linker(lua_State *L);
 void cl_open_launch(lua_State *L);
 void cl_open_graph(lua_State *L);
 void cl_open_term(lua_State *L);
+void cl_open_ipc(lua_State *L);
 
 /* --- devices, graphs and green contexts at cuda.core's level -------------- */
 
@@ -539,19 +595,23 @@ void cl_pack_kernel_args(lua_State *L, cl_Kernel *k, int first, int nargs, cl_De
 /* The grid, block and shmem of the cuda.LaunchConfig at i, for a kernel node. */
 void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p);
 
-/* An executable graph (graph.c) over graph, which it destroys on close
- * only when owns_graph; the value at refs (0 for none) is kept alive with
- * it: what the graph's nodes use. */
-void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
-                        unsigned long long flags);
+/* An executable graph (graph.c): cl_push_graph pushes one that is closed
+ * until cl_graph_instantiate (which allocates nothing) makes the graph at
+ * gi an executable of graph, which it destroys on close only when
+ * owns_graph; the value at refs (0 for none) is kept alive with it: what
+ * the graph's nodes use. */
+void cl_push_graph(lua_State *L);
+void cl_graph_instantiate(lua_State *L, int gi, CUgraph graph, int owns_graph, int devi, int refs,
+                          unsigned long long flags);
 /* What a graph uses, kept alive and counted (graph.c): a cuda.GraphRefs
- * holds a set of buffers and kernels; each counts in its buffer's (or
- * ObjectCode's) graph_refs until the holder is released, when its graph
- * is closed or the holder collected. A capture fills one as operations
+ * holds a set of buffers, kernels and events; each counts in its buffer's
+ * (or ObjectCode's, or event's) graph_refs until the holder is released,
+ * when its graph is closed or the holder collected. A capture fills one as operations
  * are issued on its streams; a cuda.Graph() builder as nodes are added. */
 void cl_push_graph_refs(lua_State *L);
-/* Add the value at vi (buffers and kernels count; a graph or a GraphRefs
- * adds what it holds; anything else is ignored) to the holder at hi. */
+/* Add the value at vi (buffers, kernels and events count; a graph or a
+ * GraphRefs adds what it holds; anything else is ignored) to the holder
+ * at hi. Runs no Lua. */
 void cl_graph_refs_add(lua_State *L, int hi, int vi);
 /* Give back the counts of the GraphRefs at hi: nothing on the GPU uses
  * what it holds any more. */

@@ -49,7 +49,9 @@
   X(cuCtxFromGreenCtx) X(cuGreenCtxStreamCreate) X(cuGreenCtxGetDevResource) \
   X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLaunchHostFunc)  \
   X(cuDeviceCanAccessPeer)                                                  \
-  X(cuStreamIsCapturing) X(cuMemcpyBatchAsync)
+  X(cuStreamIsCapturing)                                                    \
+  X(cuMemAlloc) X(cuMemGetAddressRange) X(cuIpcGetMemHandle)                \
+  X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuMemcpyBatchAsync)
 
 /* Entry points whose prototype in cuda.h is older than the newest ABI the
  * driver has under that name: asked for at the version of the header's

@@ -7,6 +7,7 @@
  * converted value that knows its type: a kernel argument of an exact width
  * or a fill pattern. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cl.h"
@@ -151,9 +152,28 @@ static const char *const scalar_functions[CL_NDTYPES] = {
   "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"
 };
 
+/* cuda.ptr(address): a raw device address for a pointer parameter, which
+ * takes no plain number (a size passed by mistake would be dereferenced). */
+static int new_pointer(lua_State *L)
+{
+  luaL_checkany(L, 1);
+  cl_check_nargs(L, 1);
+  cl_Scalar *sc = lua_newuserdatauv(L, sizeof *sc, 0);
+  cl_scalar_store(L, 1, CL_U64, sc);
+  sc->pointer = 1;
+  luaL_setmetatable(L, CL_SCALAR);
+  return 1;
+}
+
 static int scalar_tostring(lua_State *L)
 {
   cl_Scalar *sc = luaL_checkudata(L, 1, CL_SCALAR);
+  if (sc->pointer) {
+    char hex[32];
+    snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)sc->v.u64);
+    lua_pushfstring(L, "cuda.ptr(%s)", hex);
+    return 1;
+  }
   cl_dtype_push(L, sc->type, sc->v.bytes);
   lua_pushfstring(L, "cuda.%s(%s)", scalar_functions[sc->type], luaL_tolstring(L, -1, NULL));
   return 1;
@@ -183,6 +203,8 @@ void cl_open_dtype(lua_State *L)
     lua_pushcclosure(L, new_scalar, 1);
     lua_setfield(L, -2, scalar_functions[t]);
   }
+  lua_pushcfunction(L, new_pointer);
+  lua_setfield(L, -2, "ptr");
   lua_createtable(L, 0, CL_NDTYPES);
   for (int t = 0; t < CL_NDTYPES; t++) {
     lua_pushinteger(L, cl_dtype_sizes[t]);

@@ -55,6 +55,11 @@ static Graph *check_graph(lua_State *L, int i)
 
 /* --- what graphs use -------------------------------------------------------- */
 
+/* A graph keeps buffers, kernels (their ObjectCode) and events: each
+ * counts in its graph_refs, and its close defers the free, the unload or
+ * the destroy while that is not 0. These functions run no Lua (raw table
+ * operations only): node methods call them after their checks. */
+
 #define CL_GRAPHREFS "cuda.GraphRefs"
 
 typedef struct cl_GraphRefs {
@@ -95,22 +100,31 @@ static void merge_refs(lua_State *L, int hi, int from)
   lua_pop(L, 1);
 }
 
-static void count_value(lua_State *L, int vi)
+/* The count of what the value at vi keeps (a buffer's owner, a kernel's
+ * ObjectCode, an event), or NULL when it is already gone (closed, and no
+ * graph kept it): counting it then could only free it twice. */
+static int *graph_count(lua_State *L, int vi)
 {
   cl_Buffer *b = luaL_testudata(L, vi, CL_BUFFER);
   if (b) {
-    (b->owner ? b->owner : b)->graph_refs++;
-    return;
+    cl_Buffer *owner = b->owner ? b->owner : b;
+    return owner->closed && owner->graph_refs == 0 ? NULL : &owner->graph_refs;
   }
+  cl_Event *ev = luaL_testudata(L, vi, CL_EVENT);
+  if (ev)
+    return ev->closed && ev->graph_refs == 0 ? NULL : &ev->graph_refs;
   lua_getiuservalue(L, vi, 1);  /* a kernel's ObjectCode */
-  ((cl_ObjectCode *)lua_touserdata(L, -1))->graph_refs++;
+  cl_ObjectCode *o = lua_touserdata(L, -1);
   lua_pop(L, 1);
+  return o->closed && o->graph_refs == 0 ? NULL : &o->graph_refs;
 }
 
 void cl_graph_refs_add(lua_State *L, int hi, int vi)
 {
   hi = lua_absindex(L, hi);
   vi = lua_absindex(L, vi);
+  if (((cl_GraphRefs *)lua_touserdata(L, hi))->released)
+    return;                     /* no graph uses this set any more */
   if (luaL_testudata(L, vi, CL_GRAPHREFS)) {
     merge_refs(L, hi, vi);
     return;
@@ -128,15 +142,17 @@ void cl_graph_refs_add(lua_State *L, int hi, int vi)
     lua_pop(L, 1);
     return;
   }
-  if (!luaL_testudata(L, vi, CL_BUFFER) && !luaL_testudata(L, vi, CL_KERNEL))
+  if (!luaL_testudata(L, vi, CL_BUFFER) && !luaL_testudata(L, vi, CL_KERNEL) &&
+      !luaL_testudata(L, vi, CL_EVENT))
     return;
   lua_getiuservalue(L, hi, 1);
   lua_pushvalue(L, vi);
-  if (lua_rawget(L, -2) == LUA_TNIL) {
+  int *count;
+  if (lua_rawget(L, -2) == LUA_TNIL && (count = graph_count(L, vi)) != NULL) {
     lua_pushvalue(L, vi);
     lua_pushboolean(L, 1);
     lua_rawset(L, -4);
-    count_value(L, vi);
+    ++*count;
   }
   lua_pop(L, 2);
 }
@@ -153,8 +169,11 @@ void cl_graph_refs_release(lua_State *L, int hi)
   while (lua_next(L, -2)) {
     lua_pop(L, 1);
     cl_Buffer *b = luaL_testudata(L, -1, CL_BUFFER);
+    cl_Event *ev = b ? NULL : luaL_testudata(L, -1, CL_EVENT);
     if (b)
       cl_buffer_graph_release(b);
+    else if (ev)
+      cl_event_graph_release(ev);
     else {
       lua_getiuservalue(L, -1, 1);
       cl_objectcode_graph_release(lua_touserdata(L, -1));
@@ -198,8 +217,13 @@ void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last)
 void cl_capture_record(lua_State *L, cl_Event *ev, int evi, int si)
 {
   evi = lua_absindex(L, evi);
-  ev->capture = ((cl_Stream *)lua_touserdata(L, si))->capture;
+  cl_Stream *s = lua_touserdata(L, si);
+  ev->capture = s->capture;
   lua_getiuservalue(L, si, 3);
+  /* The captured graph may record the event at each launch (a driver
+   * may make a record node of it; the fake driver does): it keeps it. */
+  if (s->capture && s->capture->capturing)
+    cl_graph_refs_add(L, -1, evi);
   lua_setiuservalue(L, evi, 2);
 }
 
@@ -224,10 +248,12 @@ static int stream_begin_capture(lua_State *L)
     CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
     CU_STREAM_CAPTURE_MODE_RELAXED
   };
-  cl_Stream *s = cl_check_stream(L, 1);
+  lua_settop(L, 2);
+  luaL_checkudata(L, 1, CL_STREAM);
   int mode = luaL_checkoption(L, 2, "thread_local", modes);
+  cl_push_graph_refs(L);        /* what the capture will use */
+  cl_Stream *s = cl_check_stream(L, 1);
   cl_device_activate(L, s->dev);
-  cl_push_graph_refs(L);
   CL_TRY(L, cuStreamBeginCapture, (s->handle, values[mode]));
   cl_GraphRefs *r = lua_touserdata(L, -1);
   r->capturing = 1;
@@ -236,14 +262,19 @@ static int stream_begin_capture(lua_State *L)
   return 0;
 }
 
-void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
-                        unsigned long long flags)
+void cl_push_graph(lua_State *L)
 {
-  cl_Device *d = cl_check_device(L, devi);
   Graph *g = lua_newuserdatauv(L, sizeof *g, 3);
   memset(g, 0, sizeof *g);
   g->closed = 1;  /* until the executable exists */
   luaL_setmetatable(L, CL_GRAPH);
+}
+
+void cl_graph_instantiate(lua_State *L, int gi, CUgraph graph, int owns_graph, int devi, int refs,
+                          unsigned long long flags)
+{
+  cl_Device *d = cl_check_device(L, devi);
+  Graph *g = lua_touserdata(L, gi);
   CUresult r = CL_CALL(cuGraphInstantiateWithFlags, (&g->exec, graph, flags));
   if (r != CUDA_SUCCESS) {
     if (owns_graph) {           /* a capture's graph: nothing will use what it captured */
@@ -258,47 +289,50 @@ void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, i
   g->owns_graph = owns_graph;
   g->dev = d;
   lua_pushvalue(L, devi);
-  lua_setiuservalue(L, -2, 1);
+  lua_setiuservalue(L, gi, 1);
   if (refs) {
     lua_pushvalue(L, refs);
-    lua_setiuservalue(L, -2, 2);
+    lua_setiuservalue(L, gi, 2);
   }
 }
 
 /* s:end_capture([options]) -> cuda.Graph, instantiated */
 static int stream_end_capture(lua_State *L)
 {
-  cl_Stream *s = cl_check_stream(L, 1);
+  lua_settop(L, 2);
+  luaL_checkudata(L, 1, CL_STREAM);
   unsigned long long flags = cl_check_instantiate_options(L, 2);
+  cl_push_graph(L);             /* closed until instantiated */
+  int gi = lua_gettop(L);
+  cl_Stream *s = cl_check_stream(L, 1);
   CUgraph graph = NULL;
-  s = cl_check_stream(L, 1);    /* the options' metamethods may have closed it */
   lua_getiuservalue(L, 1, 1);   /* the device */
   int devi = lua_gettop(L);
   lua_getiuservalue(L, 1, 3);   /* what the capture used */
-  int refs = lua_gettop(L);
-  if (s->capture) {
-    s->capture->capturing = 0;  /* streams that joined it leave it */
-    set_capture(L, s, 1, 0);
-  } else
-    refs = 0;
+  int refs = s->capture ? lua_gettop(L) : 0;
   if (s->green)                 /* instantiated in the context it was captured in */
     cl_green_activate(L, s->green);
   else
     cl_device_activate(L, s->dev);
+  if (s->capture) {
+    s->capture->capturing = 0;  /* streams that joined it leave it */
+    set_capture(L, s, 1, 0);
+  }
   CUresult r = CL_CALL(cuStreamEndCapture, (s->handle, &graph));
   if (r != CUDA_SUCCESS) {
     if (refs)
       cl_graph_refs_release(L, refs);   /* no graph will use what it captured */
     cl_raise(L, r, "cuStreamEndCapture");
   }
-  cl_push_graph_exec(L, graph, 1, devi, refs, flags);
+  cl_graph_instantiate(L, gi, graph, 1, devi, refs, flags);
   if (s->green) {
-    Graph *g = lua_touserdata(L, -1);
+    Graph *g = lua_touserdata(L, gi);
     g->green = s->green;
     cl_green_graph_opened(g->green);
     lua_getiuservalue(L, 1, 2); /* the context: alive while the graph is */
-    lua_setiuservalue(L, -2, 3);
+    lua_setiuservalue(L, gi, 3);
   }
+  lua_settop(L, gi);
   return 1;
 }
 
@@ -408,8 +442,8 @@ static int graph_tostring(lua_State *L)
 
 static int graph_fields(lua_State *L)
 {
+  const char *key = luaL_checkstring(L, 2);   /* a number key becomes a string: first */
   Graph *g = check_graph(L, 1);
-  const char *key = luaL_checkstring(L, 2);
   if (strcmp(key, "node_count") == 0)
     lua_pushinteger(L, (lua_Integer)node_count(L, g));
   else if (strcmp(key, "device") == 0)

@@ -80,6 +80,7 @@ void cl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods)
 
 void *cl_check_open(lua_State *L, int i, const char *tname)
 {
+  cl_gc_unstick(L);
   int *closed = luaL_checkudata(L, i, tname);
   if (*closed)
     luaL_error(L, "%s is closed", tname);
@@ -238,23 +239,51 @@ lua_Integer cl_opt_integer_range(lua_State *L, int idx, const char *field, lua_I
 
 /* --- holding the collector (HACKING.md's rule) ------------------------------ */
 
-/* The registry key of the value whose __close starts the collector again. */
-static const char gc_holder_key = 0;
+/* Registry keys: the value whose __close starts the collector again, and
+ * the thread that holds it (kept there so that a coroutine that died
+ * holding it stays readable). Both are made by luaopen_cuda, so that
+ * setting them later allocates nothing. */
+static const char gc_holder_key = 0, gc_owner_key = 0;
+int cl_gc_held;                 /* a hold stopped the collector and is open */
+static lua_State *gc_owner;     /* the thread of that hold */
 
+static void gc_restart(lua_State *L)
+{
+  cl_gc_held = 0;
+  lua_gc(L, LUA_GCRESTART);
+}
+
+/* __close of the held slot: only the hold that stopped the collector
+ * starts it (a coroutine closed late finds its hold already given up). */
 static int gc_holder_close(lua_State *L)
 {
-  lua_gc(L, LUA_GCRESTART);
+  if (cl_gc_held && gc_owner == L)
+    gc_restart(L);
   return 0;
+}
+
+/* An error that leaves a coroutine uncaught closes none of its
+ * to-be-closed slots until coroutine.close: a hold taken there would keep
+ * the collector off. The owner, dead by an error, gives it up here. */
+void cl_gc_unstick_slow(lua_State *L)
+{
+  if (gc_owner != L && lua_status(gc_owner) > LUA_YIELD && lua_gc(L, LUA_GCISRUNNING) == 0)
+    gc_restart(L);
 }
 
 int cl_gc_hold(lua_State *L)
 {
+  cl_gc_unstick(L);
   /* 1: running; 0: stopped by the script or by an outer hold; -1 (Lua
    * 5.4.4 on): inside a finalizer, where no step runs anyway. Only a
    * collector this call stopped is started again, so holds nest. */
   if (lua_gc(L, LUA_GCISRUNNING) == 1) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &gc_holder_key);   /* made by luaopen_cuda */
+    lua_pushthread(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &gc_owner_key);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &gc_holder_key);
     lua_gc(L, LUA_GCSTOP);
+    cl_gc_held = 1;
+    gc_owner = L;
   } else
     lua_pushboolean(L, 0);      /* a to-be-closed false is never closed */
   lua_toclose(L, -1);
@@ -268,6 +297,8 @@ void cl_gc_release(lua_State *L, int slot)
 
 void cl_open_gc_hold(lua_State *L)
 {
+  lua_pushboolean(L, 0);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &gc_owner_key);
   lua_newuserdatauv(L, 0, 0);
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, gc_holder_close);

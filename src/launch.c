@@ -2,9 +2,10 @@
 /* launch.c: cuda.LaunchConfig and cuda.launch.
  *
  * cuda.launch is the hottest path in cudalua: it checks every argument
- * against the kernel's parameter sizes (which the driver reports) before
- * anything is launched, packs them into stack storage and makes one driver
- * call. It allocates nothing and formats strings only to report an error. */
+ * against the kernel's parameters (their sizes, which the driver reports,
+ * and their types where known) before anything is launched, packs them
+ * into stack storage and makes one driver call. It allocates nothing and
+ * formats strings only to report an error. */
 #include <math.h>
 #include <string.h>
 
@@ -144,13 +145,58 @@ static int config_tostring(lua_State *L)
   return 1;
 }
 
-/* --- cuda.launch(stream, config, kernel, ...) ------------------------------------- */
+/* --- cuda.launch(stream, config, kernel, ...) -------------------------------------
+ *
+ * Each argument is packed by its parameter's kind (cl_Kernel.param_kind,
+ * resolved once when the kernel was obtained; see signature.c):
+ * - a number, for an integer or floating type, converts as string.pack
+ *   converts to that type: 1.0 to a double, 3 to a float, 2.0 to an int;
+ *   a float with a fraction, or out of the type's range, is an error; a
+ *   typed scalar must be of the type's size and kind, and in its range;
+ * - bool takes a boolean;
+ * - a pointer takes a cuda.Buffer, a view (its first element's address),
+ *   or a raw address as cuda.ptr(n);
+ * - a type known by name only (a struct, an enum), or not known at all,
+ *   takes a string of exactly its size (a struct by value), and numbers,
+ *   buffers and typed scalars by the size rule of pack_number. */
 
 static int arg_error(lua_State *L, cl_Kernel *k, int n, const char *fmt, const char *detail,
                      int size)
 {
   return luaL_error(L, "cuda.launch: kernel '%s' argument %d: %s", k->name, n,
                     lua_pushfstring(L, fmt, detail, size));
+}
+
+/* The C spelling of a kind of the given size, with its article, for errors. */
+static const char *kind_name(int kind, int size)
+{
+  static const char *const ints[3][4] = {
+    {"a char", "a short", "an int", "a long long"},
+    {"a signed char", "a short", "an int", "a long long"},
+    {"an unsigned char", "an unsigned short", "an unsigned int", "an unsigned long long"}};
+  int w = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : 3;
+  switch (kind) {
+  case CL_ARG_BOOL: return "a bool";
+  case CL_ARG_INT: return ints[0][w];
+  case CL_ARG_SINT: return ints[1][w];
+  case CL_ARG_UINT: return ints[2][w];
+  case CL_ARG_FLOAT: return size == 4 ? "a float" : "a double";
+  case CL_ARG_PTR: return "a pointer";
+  default: return "a struct";
+  }
+}
+
+/* An error about argument n for a parameter of a known type: fmt's
+ * arguments are the value (as tostring, which may run a metamethod: the
+ * kernel is read first) and the type's name. */
+static int typed_error(lua_State *L, cl_Kernel *k, int i, int n, const char *fmt)
+{
+  char name[sizeof k->name];
+  const char *type = kind_name(k->param_kind[n - 1], k->param_size[n - 1]);
+  memcpy(name, k->name, sizeof name);
+  const char *value = lua_type(L, i) == LUA_TSTRING ? "a string" : luaL_tolstring(L, i, NULL);
+  return luaL_error(L, "cuda.launch: kernel '%s' argument %d: %s", name, n,
+                    lua_pushfstring(L, fmt, value, type));
 }
 
 /* Device memory and pool-backed pinned memory are mapped for their own
@@ -165,9 +211,10 @@ static void inaccessible_error(lua_State *L, cl_Kernel *k, int n, const cl_Memor
                                            "device %d: %s", mr->dev->ordinal, d->ordinal, hint), 0);
 }
 
-/* A buffer's device pointer; its memory must be usable on device d. */
-static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *b,
-                        cl_Device *d, uint64_t *slot)
+/* A buffer's device pointer (or one into it, a view's); its memory must be
+ * usable on device d. */
+static void pack_address(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *b,
+                         CUdeviceptr ptr, cl_Device *d, uint64_t *slot)
 {
   if (!cl_buffer_is_open(b))
     arg_error(L, k, n, "%s", "the cuda.Buffer is closed", 0);
@@ -178,11 +225,27 @@ static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *
     inaccessible_error(L, k, n, b->mr, d);
   if (size != 8)
     arg_error(L, k, n, "%s (the parameter is %d bytes)", "a buffer passes an 8-byte pointer", size);
-  *slot = (uint64_t)b->ptr;
+  *slot = (uint64_t)ptr;
 }
 
-/* A plain number, by the rule the API reference states. The driver reports
- * only each parameter's size, so a number must say what it is:
+static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *b,
+                        cl_Device *d, uint64_t *slot)
+{
+  pack_address(L, k, n, size, b, b->ptr, d, slot);
+}
+
+/* A view at i: the address of its first element; 0 when i is no view. */
+static int pack_view(lua_State *L, cl_Kernel *k, int i, int n, int size, cl_Device *d,
+                     uint64_t *slot)
+{
+  CUdeviceptr ptr;
+  cl_Buffer *b = cl_view_pointer(L, i, &ptr);
+  if (b)
+    pack_address(L, k, n, size, b, ptr, d, slot);
+  return b != NULL;
+}
+
+/* A plain number for a parameter of unknown type, by its size alone:
  * - a Lua integer fills a 1-, 2-, 4- or 8-byte integer parameter, and must
  *   fit it as a signed or an unsigned integer of that width;
  * - a Lua float with a fractional part (or inf or NaN) fills a 4-byte
@@ -190,7 +253,8 @@ static void pack_buffer(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *
  * - a Lua float with an integer value (2^20, n / 2, 2.0) is refused: it is
  *   as often an integer computed with / or ^ as a float, and packing it the
  *   wrong way gives a size or pointer the kernel would fault on. Typed
- *   scalars (cuda.f32(2), cuda.u64(n)) say which. */
+ *   scalars (cuda.f32(2), cuda.u64(n)) say which, and so does a declared
+ *   signature (k:signature). */
 static void pack_number(lua_State *L, cl_Kernel *k, int i, int n, int size, uint64_t *slot)
 {
   *slot = 0;
@@ -199,7 +263,8 @@ static void pack_number(lua_State *L, cl_Kernel *k, int i, int n, int size, uint
     lua_Integer lo = size >= 8 ? LUA_MININTEGER : -((lua_Integer)1 << (size * 8 - 1));
     lua_Integer hi = size >= 8 ? LUA_MAXINTEGER : ((lua_Integer)1 << (size * 8)) - 1;
     if (size != 1 && size != 2 && size != 4 && size != 8)
-      arg_error(L, k, n, "%s (the parameter is %d bytes)", "a number cannot fill this parameter", size);
+      arg_error(L, k, n, "%s (the parameter is %d bytes; a struct takes a string of its size)",
+                "a number cannot fill this parameter", size);
     if (v < lo || v > hi)
       arg_error(L, k, n, "%s does not fit a %d-byte parameter", lua_pushfstring(L, "%I", v), size);
     memcpy(slot, &v, (size_t)size);   /* little-endian: the low bytes */
@@ -208,56 +273,202 @@ static void pack_number(lua_State *L, cl_Kernel *k, int i, int n, int size, uint
   double x = lua_tonumber(L, i);
   if (isfinite(x) && floor(x) == x)
     arg_error(L, k, n, "%s is a float with an integer value, which could mean an integer or a "
-              "float: pass an integer (math.tointeger(x)) or a typed scalar such as cuda.f32(x) "
-              "or cuda.f64(x) (the parameter is %d bytes)", lua_pushfstring(L, "%f", x), size);
+              "float, and the parameter's type is not known: declare the kernel's signature "
+              "(obj:get_kernel(name, \"float*, double, int\") or k:signature(...)), or pass an "
+              "integer (math.tointeger(x)) or a typed scalar such as cuda.f64(x) (the parameter "
+              "is %d bytes)", lua_pushfstring(L, "%f", x), size);
   if (size == 4) {
     float f = (float)x;   /* fractional, so |x| < 2^53: within float32's range */
     memcpy(slot, &f, 4);
   } else if (size == 8)
     memcpy(slot, &x, 8);
   else
-    arg_error(L, k, n, "%s (the parameter is %d bytes); use a typed scalar",
+    arg_error(L, k, n, "%s (the parameter is %d bytes); use a typed scalar or a string",
               "a float is 4 or 8 bytes", size);
 }
 
-static void pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d, uint64_t *slot)
+/* A value converted for a typed parameter: an integer (signed or, past
+ * INT64_MAX, unsigned) or a float. */
+typedef struct Num {
+  enum { NUM_INT, NUM_UINT, NUM_FLOAT } tag;
+  int64_t i;
+  uint64_t u;
+  double f;
+} Num;
+
+static Num scalar_num(const cl_Scalar *sc)
+{
+  Num v = {NUM_INT, 0, 0, 0};
+  switch (sc->type) {
+  case CL_F32: v.tag = NUM_FLOAT; v.f = sc->v.f32; break;
+  case CL_F64: v.tag = NUM_FLOAT; v.f = sc->v.f64; break;
+  case CL_I8: v.i = sc->v.i8; break;
+  case CL_I16: v.i = sc->v.i16; break;
+  case CL_I32: v.i = sc->v.i32; break;
+  case CL_I64: v.i = sc->v.i64; break;
+  case CL_U8: v.i = sc->v.u8; break;
+  case CL_U16: v.i = sc->v.u16; break;
+  case CL_U32: v.i = sc->v.u32; break;
+  default:
+    if (sc->v.u64 > (uint64_t)INT64_MAX)
+      v.tag = NUM_UINT, v.u = sc->v.u64;
+    else
+      v.i = (int64_t)sc->v.u64;
+  }
+  return v;
+}
+
+/* v into an integer type (kind, size): exact, in range, low bytes. */
+static void store_integer(lua_State *L, cl_Kernel *k, int i, int n, Num v, uint64_t *slot)
+{
+  int kind = k->param_kind[n - 1], size = k->param_size[n - 1];
+  if (v.tag == NUM_FLOAT) {
+    if (!isfinite(v.f) || floor(v.f) != v.f)
+      typed_error(L, k, i, n, "%s is not an integer (the parameter is %s)");
+    if (v.f >= -9223372036854775808.0 && v.f < 9223372036854775808.0)
+      v.tag = NUM_INT, v.i = (int64_t)v.f;
+    else if (v.f >= 0 && v.f < 18446744073709551616.0)
+      v.tag = NUM_UINT, v.u = (uint64_t)v.f;
+    else
+      typed_error(L, k, i, n, "%s is out of range for %s");
+  }
+  int bits = size * 8;
+  int64_t lo = kind == CL_ARG_UINT ? 0 : bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+  uint64_t hi = kind == CL_ARG_SINT ? (bits >= 64 ? (uint64_t)INT64_MAX : ((uint64_t)1 << (bits - 1)) - 1)
+                                    : (bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1);
+  uint64_t bitsv = v.tag == NUM_UINT ? v.u : (uint64_t)v.i;
+  if (v.tag == NUM_UINT ? v.u > hi : (v.i < lo || (v.i >= 0 && (uint64_t)v.i > hi)))
+    typed_error(L, k, i, n, "%s is out of range for %s");
+  memcpy(slot, &bitsv, (size_t)size);       /* little-endian: the low bytes */
+}
+
+static void store_float(lua_State *L, cl_Kernel *k, int i, int n, Num v, uint64_t *slot)
+{
+  double x = v.tag == NUM_FLOAT ? v.f : v.tag == NUM_UINT ? (double)v.u : (double)v.i;
+  if (k->param_size[n - 1] == 8) {
+    memcpy(slot, &x, 8);
+    return;
+  }
+  if (!cl_fits_float32(x))
+    typed_error(L, k, i, n, "%s is out of range for %s");
+  float f = (float)x;
+  memcpy(slot, &f, 4);
+}
+
+/* A number or a typed scalar for an integer or floating parameter. */
+static void pack_typed_number(lua_State *L, cl_Kernel *k, int i, int n, const void *mt,
+                              uint64_t *slot)
+{
+  Num v = {NUM_INT, 0, 0, 0};
+  if (lua_isinteger(L, i))
+    v.i = lua_tointeger(L, i);
+  else if (lua_type(L, i) == LUA_TNUMBER)
+    v.tag = NUM_FLOAT, v.f = lua_tonumber(L, i);
+  else if (cl_metatable_is(L, mt, CL_UV_SCALAR) && !((cl_Scalar *)lua_touserdata(L, i))->pointer) {
+    const cl_Scalar *sc = lua_touserdata(L, i);
+    if (cl_dtype_sizes[sc->type] != k->param_size[n - 1] ||
+        cl_dtype_is_float(sc->type) != (k->param_kind[n - 1] == CL_ARG_FLOAT))
+      typed_error(L, k, i, n, "%s for %s parameter: a typed scalar must be of the parameter's "
+                  "size and kind (integer or floating)");
+    v = scalar_num(sc);
+  } else
+    typed_error(L, k, i, n, "%s for %s parameter, which takes a number or a typed scalar");
+  *slot = 0;
+  if (k->param_kind[n - 1] == CL_ARG_FLOAT)
+    store_float(L, k, i, n, v, slot);
+  else
+    store_integer(L, k, i, n, v, slot);
+}
+
+/* A buffer's address, or a raw one given as cuda.ptr(n). */
+static void pack_pointer(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d, const void *mt,
+                         uint64_t *slot)
+{
+  cl_Scalar *sc;
+  if (cl_metatable_is(L, mt, CL_UV_BUFFER))
+    pack_buffer(L, k, n, 8, lua_touserdata(L, i), d, slot);
+  else if (cl_metatable_is(L, mt, CL_UV_SCALAR) && (sc = lua_touserdata(L, i))->pointer)
+    *slot = sc->v.u64;
+  else if (lua_isnil(L, i))
+    typed_error(L, k, i, n, "%s for %s parameter, which takes a cuda.Buffer, a view or "
+                "cuda.ptr(address) (a null pointer is cuda.ptr(0))");
+  else if (!pack_view(L, k, i, n, 8, d, slot))
+    typed_error(L, k, i, n, "%s for %s parameter, which takes a cuda.Buffer, a view or "
+                "cuda.ptr(address)");
+}
+
+/* Bytes of exactly the parameter's size, passed by value: a struct. */
+static const void *pack_bytes(lua_State *L, cl_Kernel *k, int n, const char *bytes, size_t len)
+{
+  int size = k->param_size[n - 1];
+  if (len != (size_t)size)
+    luaL_error(L, "cuda.launch: kernel '%s' argument %d: a string of %d bytes for a parameter "
+               "of %d bytes (a struct by value takes a string of exactly its size)", k->name, n,
+               (int)len, size);
+  return bytes;
+}
+
+/* Any parameter whose type is known by name or size only. */
+static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d, const void *mt,
+                            uint64_t *slot)
 {
   int size = k->param_size[n - 1];
   int type = lua_type(L, i);
-  const void *mt = type == LUA_TUSERDATA ? cl_metatable_of(L, i) : NULL;
   if (type == LUA_TNUMBER)
     pack_number(L, k, i, n, size, slot);
-  else if (cl_metatable_is(L, mt, CL_UV_BUFFER))
+  else if (type == LUA_TSTRING) {
+    size_t len;
+    const char *bytes = lua_tolstring(L, i, &len);
+    return pack_bytes(L, k, n, bytes, len);   /* the string stays on the stack */
+  } else if (cl_metatable_is(L, mt, CL_UV_BUFFER))
     pack_buffer(L, k, n, size, lua_touserdata(L, i), d, slot);
-  else if (cl_metatable_is(L, mt, CL_UV_VIEW)) {   /* its first element's address */
-    cl_ViewMemory m;
-    cl_view_memory(lua_touserdata(L, i), &m);
-    pack_buffer(L, k, n, size, m.buf, d, slot);
-    *slot = (uint64_t)m.ptr;
-  } else if (cl_metatable_is(L, mt, CL_UV_SCALAR)) {
+  else if (cl_metatable_is(L, mt, CL_UV_SCALAR)) {
     cl_Scalar *sc = lua_touserdata(L, i);
     if (cl_dtype_sizes[sc->type] != size)
       arg_error(L, k, n, "%s does not match the parameter's %d bytes",
                 lua_pushfstring(L, "a %d-byte %s", (int)cl_dtype_sizes[sc->type],
-                                cl_dtype_names[sc->type]), size);
+                                sc->pointer ? "cuda.ptr" : cl_dtype_names[sc->type]), size);
     memcpy(slot, sc->v.bytes, 8);
-  } else
-    arg_error(L, k, n, "expected a cuda.Buffer, a typed scalar or a number, got %s",
-              luaL_typename(L, i), 0);
+  } else if (!pack_view(L, k, i, n, size, d, slot))
+    arg_error(L, k, n, "got %s; expected a cuda.Buffer, a typed scalar, a number or "
+              "a string of the parameter's %d bytes", luaL_typename(L, i), size);
+  return slot;
+}
+
+/* Argument n (at stack index i): checked, converted into *slot, or left
+ * where it is (a string); returns where its bytes are. */
+static const void *pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d,
+                                 uint64_t *slot)
+{
+  const void *mt = lua_type(L, i) == LUA_TUSERDATA ? cl_metatable_of(L, i) : NULL;
+  switch (k->param_kind[n - 1]) {
+  case CL_ARG_NAMED:
+    return pack_any(L, k, i, n, d, mt, slot);
+  case CL_ARG_PTR:
+    pack_pointer(L, k, i, n, d, mt, slot);
+    return slot;
+  case CL_ARG_BOOL:
+    if (lua_type(L, i) != LUA_TBOOLEAN)
+      typed_error(L, k, i, n, "%s for %s parameter, which takes true or false");
+    *slot = (uint64_t)lua_toboolean(L, i);
+    return slot;
+  default:
+    pack_typed_number(L, k, i, n, mt, slot);
+    return slot;
+  }
 }
 
 void cl_pack_kernel_args(lua_State *L, cl_Kernel *k, int first, int nargs, cl_Device *d,
                          uint64_t storage[CL_MAX_PARAMS], void *params[CL_MAX_PARAMS])
 {
   if (k->nparams < 0)
-    luaL_error(L, "cuda.launch: the driver did not report the parameters of kernel '%s'", k->name);
+    luaL_error(L, "cuda.launch: the driver did not report the parameters of kernel '%s': "
+               "declare its signature (obj:get_kernel(name, \"float*, int\"))", k->name);
   if (nargs != k->nparams)
     luaL_error(L, "cuda.launch: kernel '%s' takes %d argument%s, got %d", k->name, k->nparams,
                k->nparams == 1 ? "" : "s", nargs);
-  for (int n = 1; n <= nargs; n++) {
-    pack_argument(L, k, first + n - 1, n, d, &storage[n - 1]);
-    params[n - 1] = &storage[n - 1];
-  }
+  for (int n = 1; n <= nargs; n++)
+    params[n - 1] = (void *)pack_argument(L, k, first + n - 1, n, d, &storage[n - 1]);
 }
 
 void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p)

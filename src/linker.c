@@ -10,6 +10,7 @@
  * that it is destroyed on every path, errors included. Its info and error
  * logs are kept as linker.log; a failed link raises a cuda.Error carrying
  * them. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cl.h"
@@ -117,19 +118,29 @@ static int cuda_linker(lua_State *L)
 
 /* --- linking ------------------------------------------------------------------- */
 
+/* An nvJitLink handle and the names of its inputs: nvJitLink keeps the
+ * name pointers nvJitLinkAddData is given (its logs quote them) until the
+ * handle is destroyed, so they live in the guard, which __gc destroys the
+ * handle before freeing. "object 9223372036854775807 (library)" fits. */
+#define INPUT_NAME_SIZE 48
+typedef struct Guard {
+  nvJitLinkHandle h;
+  char names[][INPUT_NAME_SIZE];
+} Guard;
+
 static int guard_gc(lua_State *L)
 {
-  nvJitLinkHandle *g = lua_touserdata(L, 1);
-  if (*g)
-    CL_NVJITLINK(nvJitLinkDestroy)(g);
-  *g = NULL;
+  Guard *g = lua_touserdata(L, 1);
+  if (g->h)
+    CL_NVJITLINK(nvJitLinkDestroy)(&g->h);
+  g->h = NULL;
   return 0;
 }
 
-static nvJitLinkHandle *push_guard(lua_State *L)
+static Guard *push_guard(lua_State *L, size_t ninputs)
 {
-  nvJitLinkHandle *g = lua_newuserdatauv(L, sizeof *g, 0);
-  *g = NULL;
+  Guard *g = lua_newuserdatauv(L, sizeof *g + ninputs * INPUT_NAME_SIZE, 0);
+  g->h = NULL;
   luaL_setmetatable(L, NVJITLINK_GUARD);
   return g;
 }
@@ -174,21 +185,24 @@ static int raise_link_error(lua_State *L, nvJitLinkHandle h, nvJitLinkResult r, 
   return lua_error(L);
 }
 
-static void add_objects(lua_State *L, nvJitLinkHandle h)
+/* Each object is checked just before nvJitLink is given its code: nothing
+ * in between runs Lua. */
+static void add_objects(lua_State *L, Guard *g)
 {
   lua_getiuservalue(L, 1, LINK_OBJECTS);
   lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
   for (lua_Integer i = 1; i <= n; i++) {
     size_t len;
+    char *name = g->names[i - 1];
     lua_rawgeti(L, -1, i);
     cl_ObjectCode *o = cl_check_objectcode(L, -1);
     cl_objectcode_push_code(L, -1);
     const char *code = lua_tolstring(L, -1, &len);
-    const char *name = lua_pushfstring(L, "object %I (%s)", i, cl_code_kinds[o->kind]);
-    nvJitLinkResult r = CL_NVJITLINK(nvJitLinkAddData)(h, input_types[o->kind], code, len, name);
+    snprintf(name, INPUT_NAME_SIZE, "object %lld (%s)", (long long)i, cl_code_kinds[o->kind]);
+    nvJitLinkResult r = CL_NVJITLINK(nvJitLinkAddData)(g->h, input_types[o->kind], code, len, name);
     if (r != NVJITLINK_SUCCESS)
-      raise_link_error(L, h, r, "nvJitLinkAddData");
-    lua_pop(L, 3);
+      raise_link_error(L, g->h, r, "nvJitLinkAddData");
+    lua_pop(L, 2);
   }
   lua_pop(L, 1);
 }
@@ -206,6 +220,8 @@ static void push_linked(lua_State *L, nvJitLinkHandle h, int target)
             : CL_NVJITLINK(nvJitLinkGetLinkedPtx)(h, buf);
   if (r != NVJITLINK_SUCCESS)
     raise_link_error(L, h, r, cubin ? "nvJitLinkGetLinkedCubin" : "nvJitLinkGetLinkedPtx");
+  if (cl_is_blank(buf, size))
+    luaL_error(L, "nvJitLink linked no %s: its output is empty", cubin ? "cubin" : "PTX");
   lua_pushlstring(L, buf, cubin ? size : strnlen(buf, size));
   lua_remove(L, -2);
 }
@@ -214,9 +230,10 @@ static void push_linked(lua_State *L, nvJitLinkHandle h, int target)
 static int linker_link(lua_State *L)
 {
   static const char *const targets[] = {"cubin", "ptx", NULL};
-  Linker *k = check_linker(L, 1);
+  luaL_checkudata(L, 1, CL_LINKER);
   int target = luaL_checkoption(L, 2, NULL, targets) == 0 ? CL_CUBIN : CL_PTX;
   cl_check_nargs(L, 2);
+  Linker *k = check_linker(L, 1);                 /* its last use is k->lto */
   if (target == CL_PTX && !k->lto)
     return luaL_error(L, "link(\"ptx\") needs the option lto = true: nvJitLink makes PTX only "
                       "from LTO-IR");
@@ -232,19 +249,20 @@ static int linker_link(lua_State *L)
   }
   if (target == CL_PTX)
     argv[n++] = "-ptx";                           /* nvJitLink's output is chosen up front */
-  nvJitLinkHandle *h = push_guard(L);
-  nvJitLinkResult r = CL_NVJITLINK(nvJitLinkCreate)(h, (uint32_t)n, argv);
+  lua_getiuservalue(L, 1, LINK_OBJECTS);          /* fixed when the linker was made */
+  Guard *g = push_guard(L, lua_rawlen(L, -1));
+  nvJitLinkResult r = CL_NVJITLINK(nvJitLinkCreate)(&g->h, (uint32_t)n, argv);
   if (r != NVJITLINK_SUCCESS)
-    raise_link_error(L, *h, r, "nvJitLinkCreate");
-  add_objects(L, *h);
-  r = CL_NVJITLINK(nvJitLinkComplete)(*h);
+    raise_link_error(L, g->h, r, "nvJitLinkCreate");
+  add_objects(L, g);
+  r = CL_NVJITLINK(nvJitLinkComplete)(g->h);
   if (r != NVJITLINK_SUCCESS)
-    raise_link_error(L, *h, r, "nvJitLinkComplete");
-  push_linked(L, *h, target);
-  keep_logs(L, *h);
-  CL_NVJITLINK(nvJitLinkDestroy)(h);              /* now, not at the next GC */
-  *h = NULL;
-  cl_push_objectcode(L, -1, target);
+    raise_link_error(L, g->h, r, "nvJitLinkComplete");
+  push_linked(L, g->h, target);
+  keep_logs(L, g->h);
+  CL_NVJITLINK(nvJitLinkDestroy)(&g->h);          /* now, not at the next GC */
+  g->h = NULL;
+  cl_push_objectcode(L, -1, target);              /* checked, as every ObjectCode */
   return 1;
 }
 
@@ -290,8 +308,8 @@ static void push_whole_log(lua_State *L)
 
 static int linker_fields(lua_State *L)
 {
-  check_linker(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  check_linker(L, 1);
   if (strcmp(key, "log") == 0)
     push_whole_log(L);
   else if (strcmp(key, "info_log") == 0)

@@ -106,17 +106,22 @@ static CUmemoryPool create_pool(lua_State *L, CUmemLocationType where, int id)
   return pool;
 }
 
-/* cuda.DeviceMemoryResource(dev [, {release_threshold = n}]): a new pool. */
+/* cuda.DeviceMemoryResource(dev [, {release_threshold = n, pool = true}]):
+ * a new pool; pool = false: plain cuMemAlloc allocations, which other
+ * processes can map (CUDA IPC: cuda.mpi sends them without staging). */
 static int cuda_device_mr(lua_State *L)
 {
-  static const char *const options[] = {"release_threshold", NULL};
+  static const char *const options[] = {"release_threshold", "pool", NULL};
   cl_check_options(L, 2, options);
   lua_Integer threshold = cl_opt_integer(L, 2, "release_threshold", 0);
   luaL_argcheck(L, threshold >= 0, 2, "release_threshold must be >= 0");
+  int pooled = cl_opt_boolean(L, 2, "pool", 1);
   int devi = device_arg(L, 1);
   cl_Device *d = cl_check_device(L, devi);
   cl_MemoryResource *mr = push_mr(L, CL_MR_DEVICE, devi);
   cl_device_activate(L, d);     /* after allocating: a finalizer may switch contexts */
+  if (!pooled)
+    return 1;
   mr->closed = 1;  /* until the pool exists */
   mr->pool = create_pool(L, CU_MEM_LOCATION_TYPE_DEVICE, d->ordinal);
   mr->owns_pool = 1;
@@ -216,6 +221,10 @@ static CUdeviceptr allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_St
     if (r != CUDA_SUCCESS)
       raise_oom(L, r, "cuMemHostAlloc", n);
     p = (CUdeviceptr)(uintptr_t)h;
+  } else if (mr->kind == CL_MR_DEVICE) {
+    r = CL_CALL(cuMemAlloc, (&p, n));
+    if (r != CUDA_SUCCESS)
+      raise_oom(L, r, "cuMemAlloc", n);
   } else
     p = allocate_managed(L, n);
   return p;
@@ -235,6 +244,8 @@ static int mr_allocate(lua_State *L)
   b->closed = 1;
   cl_MemoryResource *mr = cl_check_mr(L, 1);
   cl_Stream *s = cl_opt_stream(L, 3);
+  if (mr->ipc_opened)
+    luaL_argerror(L, 1, "memory opened from another process: this resource allocates nothing");
   if (s && mr->dev && s->dev != mr->dev)
     luaL_argerror(L, 3, "the stream belongs to another device");
   b->ptr = allocate(L, mr, (size_t)n, s);
@@ -260,7 +271,7 @@ static int mr_allocate(lua_State *L)
  * was: a finalizer must not leave another context current under the C
  * function whose allocation ran it. */
 
-typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PINNED, DESTROY_POOL } ReleaseOp;
+typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PLAIN, FREE_PINNED, CLOSE_IPC, DESTROY_POOL } ReleaseOp;
 
 typedef struct Deferred {
   struct Deferred *next;
@@ -288,7 +299,11 @@ static void release_now(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool
     CL_CALL(cuMemFree, (p));
     break;
   case FREE_MANAGED:
+  case FREE_PLAIN:              /* cuMemAlloc's (DeviceMemoryResource{pool = false}) */
     CL_CALL(cuMemFree, (p));
+    break;
+  case CLOSE_IPC:               /* a mapping of another process's memory (ipc.c) */
+    CL_CALL(cuIpcCloseMemHandle, (p));
     break;
   case FREE_PINNED:
     CL_CALL(cuMemFreeHost, ((void *)(uintptr_t)p));
@@ -361,12 +376,23 @@ static void free_memory(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int st
   default:
     break;
   }
-  if (mr->pool && stream_known)
+  if (mr->ipc_opened)
+    release(CLOSE_IPC, ctx, p, NULL);
+  else if (mr->pool && stream_known)
     CL_CALL(cuMemFreeAsync, (p, s));
   else if (mr->pool)
     release(FREE_SYNCED, ctx, p, NULL);
+  else if (mr->kind == CL_MR_DEVICE)
+    release(FREE_PLAIN, ctx, p, NULL);
   else
     release(FREE_PINNED, ctx, p, NULL);
+}
+
+cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi)
+{
+  cl_MemoryResource *mr = push_mr(L, CL_MR_DEVICE, devi);
+  mr->ipc_opened = 1;
+  return mr;
 }
 
 void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr p, size_t size, CUstream s,

@@ -23,11 +23,13 @@ const char *const cl_code_kinds[] = {"cubin", "ptx", "fatbin", "ltoir", "object"
 #define FILE_LIMIT ((size_t)1 << 30)
 
 /* ObjectCode user values: 1 the code (see cl.h), 2 its kernels (weak
- * keys), 3 its name expressions (expression -> lowered name) or nil */
-enum { OBJ_CODE = 1, OBJ_KERNELS, OBJ_NAMES, OBJ_NUV = OBJ_NAMES };
+ * keys), 3 its name expressions (expression -> lowered name) or nil, 4 the
+ * C++ source it was compiled from, or nil */
+enum { OBJ_CODE = 1, OBJ_KERNELS, OBJ_NAMES, OBJ_SOURCE, OBJ_NUV = OBJ_SOURCE };
 
-/* Kernel user values: 1 the ObjectCode (see cl.h), 2 the full name */
-enum { KERNEL_OBJ = 1, KERNEL_NAME, KERNEL_NUV = KERNEL_NAME };
+/* Kernel user values: 1 the ObjectCode (see cl.h), 2 the full name, 3 the
+ * parameters' type names (see cl.h) */
+enum { KERNEL_OBJ = 1, KERNEL_NAME, KERNEL_TYPES, KERNEL_NUV = KERNEL_TYPES };
 
 /* --- the one check of untrusted code ------------------------------------------
  *
@@ -199,6 +201,14 @@ const char *cl_code_problem(const char *code, size_t n, int *kind, char *why, si
   return code_checks[*kind](s, n, why, size);
 }
 
+int cl_is_blank(const char *s, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (s[i] != '\0')
+      return 0;
+  return 1;
+}
+
 /* --- the kernels a library has, for "no such kernel" errors ------------------ */
 
 #define MAX_LISTED 24
@@ -252,6 +262,13 @@ void cl_objectcode_push_names(lua_State *L, int oi)
   lua_getiuservalue(L, oi, OBJ_NAMES);
 }
 
+void cl_objectcode_set_source(lua_State *L, int oi, int si)
+{
+  oi = lua_absindex(L, oi);
+  lua_pushvalue(L, si);
+  lua_setiuservalue(L, oi, OBJ_SOURCE);
+}
+
 /* A copy of the name expressions, so callers cannot change what get_kernel
  * resolves through. */
 static void push_names_copy(lua_State *L, int oi)
@@ -267,7 +284,8 @@ static void push_names_copy(lua_State *L, int oi)
   }
 }
 
-cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind)
+/* The string at codei as an ObjectCode of kind, its bytes checked already. */
+static cl_ObjectCode *push_objectcode(lua_State *L, int codei, int kind)
 {
   codei = lua_absindex(L, codei);
   cl_ObjectCode *o = lua_newuserdatauv(L, sizeof *o, OBJ_NUV);
@@ -277,6 +295,20 @@ cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind)
   lua_pushvalue(L, codei);
   lua_setiuservalue(L, -2, OBJ_CODE);
   return o;
+}
+
+/* Every ObjectCode is made here or by from_data and from_file, which check
+ * first for their own messages: so every byte that reaches the driver,
+ * whether NVRTC, nvJitLink or a cache gave it, passed cl_code_problem. */
+cl_ObjectCode *cl_push_objectcode(lua_State *L, int codei, int kind)
+{
+  char why[160];
+  size_t n;
+  const char *code = lua_tolstring(L, codei, &n);
+  if (cl_code_problem(code, n, &kind, why, sizeof why))
+    luaL_error(L, "cannot make a cuda.ObjectCode(%s) of %I bytes: %s", cl_code_kinds[kind],
+               (lua_Integer)n, why);
+  return push_objectcode(L, codei, kind);
 }
 
 /* kind argument: nil to detect it, else one of cl_code_kinds. */
@@ -302,7 +334,7 @@ static int push_checked_code(lua_State *L, int kind)
   const char *code = lua_tolstring(L, 1, &n);
   if (cl_code_problem(code, n, &kind, why, sizeof why))
     return luaL_argerror(L, 1, why);
-  cl_push_objectcode(L, 1, kind);
+  push_objectcode(L, 1, kind);
   return 1;
 }
 
@@ -336,21 +368,26 @@ static int objectcode_from_file(lua_State *L)
   const char *code = lua_pushlstring(L, buf, n);  /* checked as a string: NUL-terminated */
   if (cl_code_problem(code, n, &kind, why, sizeof why))
     return luaL_error(L, "cannot load '%s': %s", path, why);
-  cl_push_objectcode(L, -1, kind);
+  push_objectcode(L, -1, kind);
   return 1;
 }
 
-/* Load the library on first use; the driver keeps its own copy. */
+/* Raises for kinds the driver does not load. */
+static void check_loadable(lua_State *L, const cl_ObjectCode *o)
+{
+  if (o->kind >= CL_NLOADABLE)
+    luaL_error(L, "cuda.ObjectCode(%s) cannot be loaded: link it with cuda.Linker into a cubin "
+               "first", cl_code_kinds[o->kind]);
+}
+
+/* Load the library on first use; the driver keeps its own copy. The
+ * caller has loaded the driver and runs no Lua between its check of o and
+ * this. */
 static void load_library(lua_State *L, int oi, cl_ObjectCode *o)
 {
   size_t n;
   if (o->library)
     return;
-  if (o->kind >= CL_NLOADABLE)
-    luaL_error(L, "cuda.ObjectCode(%s) cannot be loaded: link it with cuda.Linker into a cubin "
-               "first", cl_code_kinds[o->kind]);
-  cl_driver_load(L);
-  cl_check_objectcode(L, oi);   /* loading the driver allocates: finalizers may run */
   lua_getiuservalue(L, oi, OBJ_CODE);
   const char *code = lua_tolstring(L, -1, &n);
   CUlibrary lib = NULL;
@@ -366,7 +403,9 @@ static int raise_missing_kernel(lua_State *L, int oi, cl_ObjectCode *o, const ch
 {
   lua_getiuservalue(L, oi, OBJ_CODE);
   lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+  int held = cl_gc_hold(L);     /* the names are the library's: no finalizer may unload it */
   push_kernel_list(L, o->library);
+  cl_gc_release(L, held);       /* before raising (HACKING.md) */
   return cl_raise_detail(L, CUDA_ERROR_NOT_FOUND, "cuLibraryGetKernel",
                          "no kernel named '%s' in cuda.ObjectCode(%s, %I bytes)%s", name,
                          cl_code_kinds[o->kind], n, lua_tostring(L, -1));
@@ -417,8 +456,110 @@ static void read_params(lua_State *L, cl_Kernel *k, const char *name)
   }
 }
 
-static void push_kernel(lua_State *L, int oi, CUkernel handle, int namei)
+/* --- parameter types ------------------------------------------------------------ */
+
+/* NULL when the n types fit the kernel's parameters as the driver reports
+ * them (their count; each size a type knows), else why not. A kernel whose
+ * parameters the driver does not report takes them from declared types,
+ * laid out as C lays out a struct's members, when every type is a scalar
+ * or a pointer (types read from the code are not trusted that far). */
+static const char *types_problem(cl_Kernel *k, const cl_ArgType *types, int n, int declared,
+                                 char *why, size_t size)
 {
+  if (k->nparams < 0 && !declared) {
+    snprintf(why, size, "the driver does not report the kernel's parameters");
+    return why;
+  }
+  if (k->nparams < 0) {
+    size_t offset = 0;
+    for (int i = 0; i < n; i++) {
+      size_t align = types[i].size;
+      if (types[i].size == 0 || types[i].size > 8) {   /* a CUtensorMap's place is ptxas's */
+        snprintf(why, size, "the driver does not report the kernel's parameters, and parameter "
+                 "%d (%s) has no size and alignment cudalua knows", i + 1, types[i].name);
+        return why;
+      }
+      offset = (offset + align - 1) / align * align;
+      k->param_offset[i] = offset;
+      k->param_size[i] = types[i].size;
+      offset += types[i].size;
+    }
+    k->nparams = n;
+    return NULL;
+  }
+  if (n != k->nparams) {
+    snprintf(why, size, "%d parameter%s declared, the kernel has %d", n, n == 1 ? "" : "s",
+             k->nparams);
+    return why;
+  }
+  for (int i = 0; i < n; i++)
+    if (types[i].size != 0 && types[i].size != k->param_size[i]) {
+      snprintf(why, size, "parameter %d (%s) is %d bytes, the kernel's is %d bytes", i + 1,
+               types[i].name, (int)types[i].size, (int)k->param_size[i]);
+      return why;
+    }
+  return NULL;
+}
+
+/* Push the list of the types' names. */
+static void push_type_names(lua_State *L, const cl_ArgType *types, int n)
+{
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_pushstring(L, types[i].name);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+/* Give the kernel k at ki the n types, whose names' list is at the top
+ * (popped); a declared signature that does not fit raises, types read from
+ * the code are dropped (0). The caller has checked k after the last
+ * allocation. */
+static int set_types(lua_State *L, cl_Kernel *k, int ki, const cl_ArgType *types, int n,
+                     int declared)
+{
+  char why[320];
+  if (types_problem(k, types, n, declared, why, sizeof why)) {
+    lua_pop(L, 1);
+    if (declared)
+      luaL_error(L, "the signature does not fit kernel '%s': %s", k->name, why);
+    return 0;
+  }
+  for (int i = 0; i < n; i++)
+    k->param_kind[i] = types[i].kind;
+  lua_setiuservalue(L, ki, KERNEL_TYPES);
+  return 1;
+}
+
+/* The parameter types the code itself says: a C++ kernel's mangled name,
+ * or the declaration of an extern "C" kernel in the source cudalua
+ * compiled (user value OBJ_SOURCE of the ObjectCode at oi). Returns
+ * their count, or -1 when they are not known. */
+static int types_from_code(lua_State *L, int oi, const char *symbol, cl_ArgType *types)
+{
+  const char *why;
+  char decl[4096], fname[8];
+  int n = cl_demangle(symbol, types, CL_MAX_PARAMS, fname, sizeof fname, &why);
+  if (n >= 0 || strncmp(symbol, "_Z", 2) == 0)
+    return n;
+  size_t len;
+  if (lua_getiuservalue(L, oi, OBJ_SOURCE) != LUA_TSTRING) {
+    lua_pop(L, 1);
+    return -1;
+  }
+  const char *source = lua_tolstring(L, -1, &len);
+  int found = cl_find_declaration(source, len, symbol, decl, sizeof decl);
+  lua_pop(L, 1);
+  return found ? cl_parse_signature(decl, types, CL_MAX_PARAMS, fname, sizeof fname) : -1;
+}
+
+/* A new kernel of the ObjectCode at oi, named by the string at namei, of
+ * symbol (the lowered name of a name expression, else the name); its
+ * types are the n declared ones (n < 0: none declared). */
+static void push_kernel(lua_State *L, int oi, CUkernel handle, int namei, const char *symbol,
+                        const cl_ArgType *declared, int n)
+{
+  cl_ArgType found[CL_MAX_PARAMS];
   const char *name = lua_tostring(L, namei);
   cl_Kernel *k = lua_newuserdatauv(L, sizeof *k, KERNEL_NUV);
   memset(k, 0, sizeof *k);
@@ -426,16 +567,26 @@ static void push_kernel(lua_State *L, int oi, CUkernel handle, int namei)
   k->fn_device = -1;
   k->nparams = -1;
   luaL_setmetatable(L, CL_KERNEL);
+  int ki = lua_gettop(L);
   cl_check_objectcode(L, oi);   /* a finalizer run by the allocation may have closed it */
   k->handle = handle;
   snprintf(k->name, sizeof k->name, "%s", name);
   read_params(L, k, name);
   lua_pushvalue(L, oi);
-  lua_setiuservalue(L, -2, KERNEL_OBJ);
+  lua_setiuservalue(L, ki, KERNEL_OBJ);
   lua_pushvalue(L, namei);
-  lua_setiuservalue(L, -2, KERNEL_NAME);
-  remember_kernel(L, oi, -1);
+  lua_setiuservalue(L, ki, KERNEL_NAME);
+  remember_kernel(L, oi, ki);
+  const cl_ArgType *types = declared;
+  if (n < 0) {
+    n = types_from_code(L, oi, symbol, found);
+    types = found;
+  }
+  if (n >= 0)
+    push_type_names(L, types, n);
   cl_check_objectcode(L, oi);   /* still loaded after the Lua code above */
+  if (n >= 0)
+    set_types(L, k, ki, types, n, types == declared);
   k->closed = 0;
 }
 
@@ -445,28 +596,53 @@ static const char *symbol_name(lua_State *L, int oi, const char *name)
 {
   if (lua_getiuservalue(L, oi, OBJ_NAMES) == LUA_TTABLE && lua_getfield(L, -1, name) == LUA_TSTRING)
     name = lua_tostring(L, -1);                   /* anchored in the names table */
-  lua_settop(L, 2);
+  lua_settop(L, 3);
   return name;
 }
 
-/* obj:get_kernel(name): a kernel name, or one of the name expressions the
- * program was compiled with ("add<float>"). */
+/* The signature at i (a string) parsed into types: their count; raises
+ * an argument error for a bad one. */
+static int check_signature(lua_State *L, int i, cl_ArgType *types)
+{
+  char why[200];
+  if (lua_type(L, i) != LUA_TSTRING)
+    luaL_typeerror(L, i, "string (a declaration such as \"const float*, double, size_t\")");
+  size_t len;
+  const char *sig = lua_tolstring(L, i, &len);
+  if (strlen(sig) != len)
+    luaL_argerror(L, i, "bad signature: it has a NUL byte");
+  int n = cl_parse_signature(sig, types, CL_MAX_PARAMS, why, sizeof why);
+  if (n < 0)
+    luaL_argerror(L, i, lua_pushfstring(L, "bad signature: %s", why));
+  return n;
+}
+
+/* obj:get_kernel(name [, signature]): a kernel name, or one of the name
+ * expressions the program was compiled with ("add<float>"); the signature
+ * declares its parameter types ("const float*, float*, double, size_t").
+ * The errors that need no driver come first; the library is loaded, and
+ * the object checked again right before the driver reads it. */
 static int objectcode_get_kernel(lua_State *L)
 {
-  cl_ObjectCode *o = cl_check_objectcode(L, 1);
+  cl_ArgType declared[CL_MAX_PARAMS];
+  luaL_checkudata(L, 1, CL_OBJECTCODE);
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
   luaL_argcheck(L, len > 0 && strlen(name) == len, 2, "kernel name is empty or has a NUL byte");
-  cl_check_nargs(L, 2);
-  load_library(L, 1, o);
-  name = symbol_name(L, 1, name);
-  o = cl_check_objectcode(L, 1);    /* re-checked: the calls above can run finalizers */
+  cl_check_nargs(L, 3);
+  lua_settop(L, 3);
+  int n = lua_isnil(L, 3) ? -1 : check_signature(L, 3, declared);
+  check_loadable(L, cl_check_objectcode(L, 1));
+  cl_driver_load(L);
+  const char *symbol = symbol_name(L, 1, name);   /* anchored in the names table */
+  load_library(L, 1, cl_check_objectcode(L, 1));
+  cl_ObjectCode *o = cl_check_objectcode(L, 1);   /* nothing below runs Lua before the driver call */
   CUkernel handle = NULL;
-  CUresult r = CL_CALL(cuLibraryGetKernel, (&handle, o->library, name));
+  CUresult r = CL_CALL(cuLibraryGetKernel, (&handle, o->library, symbol));
   if (r == CUDA_ERROR_NOT_FOUND)
-    return raise_missing_kernel(L, 1, o, name);
+    return raise_missing_kernel(L, 1, o, symbol);
   cl_check(L, r, "cuLibraryGetKernel");
-  push_kernel(L, 1, handle, 2);
+  push_kernel(L, 1, handle, 2, symbol, declared, n);
   return 1;
 }
 
@@ -526,8 +702,8 @@ static int objectcode_tostring(lua_State *L)
 
 static int objectcode_fields(lua_State *L)
 {
-  cl_ObjectCode *o = cl_check_objectcode(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  cl_ObjectCode *o = cl_check_objectcode(L, 1);
   if (strcmp(key, "code") == 0)
     lua_getiuservalue(L, 1, OBJ_CODE);
   else if (strcmp(key, "kind") == 0)
@@ -602,34 +778,64 @@ static void push_attributes(lua_State *L, cl_Kernel *k)
   }
 }
 
-/* {{offset=, size=}, ...}, or nil when the driver does not report them. */
-static void push_params(lua_State *L, const cl_Kernel *k)
+/* {{type=, offset=, size=}, ...}, or nil when the driver does not report
+ * them; type where it is known. */
+static void push_params(lua_State *L, int ki)
 {
-  if (k->nparams < 0) {
+  lua_getiuservalue(L, ki, KERNEL_TYPES);
+  cl_Kernel *k = cl_check_kernel(L, ki);
+  int nparams = k->nparams;
+  if (nparams < 0) {
     lua_pushnil(L);
     return;
   }
-  lua_createtable(L, k->nparams, 0);
-  for (int i = 0; i < k->nparams; i++) {
-    lua_createtable(L, 0, 2);
-    lua_pushinteger(L, (lua_Integer)k->param_offset[i]);
+  lua_createtable(L, nparams, 0);
+  for (int i = 0; i < nparams; i++) {
+    lua_createtable(L, 0, 3);
+    k = cl_check_kernel(L, ki);
+    lua_Integer offset = (lua_Integer)k->param_offset[i], size = k->param_size[i];
+    lua_pushinteger(L, offset);
     lua_setfield(L, -2, "offset");
-    lua_pushinteger(L, k->param_size[i]);
+    lua_pushinteger(L, size);
     lua_setfield(L, -2, "size");
+    if (lua_istable(L, -3)) {
+      if (lua_rawgeti(L, -3, i + 1) == LUA_TSTRING && lua_rawlen(L, -1) > 0)
+        lua_setfield(L, -2, "type");
+      else
+        lua_pop(L, 1);
+    }
     lua_rawseti(L, -2, i + 1);
   }
+}
+
+/* k:signature(declaration) -> k: declares the parameter types, checked
+ * against the sizes the driver reports. */
+static int kernel_signature(lua_State *L)
+{
+  cl_ArgType types[CL_MAX_PARAMS];
+  cl_check_kernel(L, 1);
+  int n = check_signature(L, 2, types);
+  cl_check_nargs(L, 2);
+  push_type_names(L, types, n);
+  cl_Kernel *k = cl_check_kernel(L, 1);
+  set_types(L, k, 1, types, n, 1);
+  lua_settop(L, 1);
+  return 1;
 }
 
 /* k:occupancy(block_size [, dynamic_shmem]): resident blocks per SM on the
  * current device. */
 static int kernel_occupancy(lua_State *L)
 {
-  cl_Kernel *k = cl_check_kernel(L, 1);
+  luaL_checkudata(L, 1, CL_KERNEL);
   lua_Integer block = luaL_checkinteger(L, 2);
   lua_Integer shmem = luaL_optinteger(L, 3, 0);
   luaL_argcheck(L, block > 0 && block <= 1 << 20, 2, "block size must be > 0");
   luaL_argcheck(L, shmem >= 0, 3, "shared memory size must be >= 0");
-  CUfunction fn = current_function(L, k);
+  cl_Device *d = cl_push_current_device(L);       /* may allocate: before the check */
+  cl_Kernel *k = cl_check_kernel(L, 1);
+  cl_device_activate(L, d);
+  CUfunction fn = cl_kernel_function(L, k, d);
   int blocks = 0;
   CL_TRY(L, cuOccupancyMaxActiveBlocksPerMultiprocessor, (&blocks, fn, (int)block, (size_t)shmem));
   lua_pushinteger(L, blocks);
@@ -660,18 +866,69 @@ static int kernel_tostring(lua_State *L)
 
 static int kernel_fields(lua_State *L)
 {
-  cl_Kernel *k = cl_check_kernel(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "params") == 0 || strcmp(key, "attributes") == 0) {
+    lua_settop(L, 2);
+    cl_gc_hold(L);                                /* tables made after the check */
+  }
+  cl_Kernel *k = cl_check_kernel(L, 1);
   if (strcmp(key, "name") == 0)
     lua_getiuservalue(L, 1, KERNEL_NAME);
   else if (strcmp(key, "params") == 0)
-    push_params(L, k);
+    push_params(L, 1);
   else if (strcmp(key, "attributes") == 0)
     push_attributes(L, k);
   else if (strcmp(key, "object_code") == 0)
     lua_getiuservalue(L, 1, KERNEL_OBJ);
   else
     lua_pushnil(L);
+  return 1;
+}
+
+/* --- cuda.demangle, cuda.parse_signature ---------------------------------------- */
+
+/* {{type=, size=}, ...}: size where the type alone says it. */
+static void push_types(lua_State *L, const cl_ArgType *types, int n)
+{
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, types[i].name);
+    lua_setfield(L, -2, "type");
+    if (types[i].size) {
+      lua_pushinteger(L, types[i].size);
+      lua_setfield(L, -2, "size");
+    }
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+/* cuda.demangle(symbol) -> name, params | nil, why */
+static int cuda_demangle(lua_State *L)
+{
+  cl_ArgType types[CL_MAX_PARAMS];
+  char fname[256];
+  const char *why;
+  const char *symbol = luaL_checkstring(L, 1);
+  cl_check_nargs(L, 1);
+  int n = cl_demangle(symbol, types, CL_MAX_PARAMS, fname, sizeof fname, &why);
+  if (n < 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, why);
+    return 2;
+  }
+  lua_pushstring(L, fname);
+  push_types(L, types, n);
+  return 2;
+}
+
+/* cuda.parse_signature(declaration) -> params; raises for a bad one */
+static int cuda_parse_signature(lua_State *L)
+{
+  cl_ArgType types[CL_MAX_PARAMS];
+  int n = check_signature(L, 1, types);
+  cl_check_nargs(L, 1);
+  push_types(L, types, n);
   return 1;
 }
 
@@ -690,7 +947,8 @@ void cl_open_module(lua_State *L)
     {"__close", kernel_close}, {"__tostring", kernel_tostring}, {NULL, NULL}
   };
   static const luaL_Reg kernel_methods[] = {
-    {"occupancy", kernel_occupancy}, {"close", kernel_close}, {NULL, NULL}
+    {"occupancy", kernel_occupancy}, {"signature", kernel_signature}, {"close", kernel_close},
+    {NULL, NULL}
   };
   static const luaL_Reg objectcode_functions[] = {
     {"from_file", objectcode_from_file}, {"from_data", objectcode_from_data}, {NULL, NULL}
@@ -705,4 +963,8 @@ void cl_open_module(lua_State *L)
     lua_rawset(L, -3);
   }
   lua_setfield(L, -2, "ObjectCode");
+  static const luaL_Reg functions[] = {
+    {"demangle", cuda_demangle}, {"parse_signature", cuda_parse_signature}, {NULL, NULL}
+  };
+  luaL_setfuncs(L, functions, 0);
 }

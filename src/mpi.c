@@ -42,9 +42,11 @@
 static struct {
   int started;                  /* MPI_Init_thread called by us */
   MPI_Comm comm;                /* our duplicate of MPI_COMM_WORLD */
+  MPI_Comm wire, coll;          /* cuda.mpi's own: payloads, and collectives' headers */
   int rank, size, local_rank;
   int tag_ub;
-} world = {0, MPI_COMM_NULL, 0, 0, 0, 0};
+  int *node;                    /* node[r]: the lowest world rank on rank r's node */
+} world = {0, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, 0, 0, 0, 0, NULL};
 
 static int fail(lua_State *L, const char *fn, int rc)
 {
@@ -71,6 +73,8 @@ static void at_exit(int status, void *unused)
     return;
   if (status != 0)
     MPI_Abort(MPI_COMM_WORLD, status);
+  MPI_Comm_free(&world.coll);
+  MPI_Comm_free(&world.wire);
   MPI_Comm_free(&world.comm);
   MPI_Finalize();
 }
@@ -98,10 +102,18 @@ static void start(lua_State *L)
   MPI_Comm_set_errhandler(world.comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(world.comm, &world.rank);
   MPI_Comm_size(world.comm, &world.size);
+  MPI_TRY(L, MPI_Comm_dup, (world.comm, &world.wire));
+  MPI_TRY(L, MPI_Comm_dup, (world.comm, &world.coll));
   MPI_Comm node;
   MPI_TRY(L, MPI_Comm_split_type, (world.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
   MPI_Comm_rank(node, &world.local_rank);
+  int leader = world.rank;
+  MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node);
   MPI_Comm_free(&node);
+  world.node = calloc((size_t)world.size, sizeof *world.node);
+  if (world.node == NULL)
+    luaL_error(L, "cuda.mpi: out of memory");
+  MPI_TRY(L, MPI_Allgather, (&leader, 1, MPI_INT, world.node, 1, MPI_INT, world.comm));
   int *ub = NULL, found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
   world.tag_ub = found && ub ? *ub : 32767;
@@ -146,6 +158,14 @@ static int mpi_info(lua_State *L)
   lua_setfield(L, -2, "hostname");
   lua_pushboolean(L, cuda_aware());
   lua_setfield(L, -2, "cuda_aware");
+  lua_createtable(L, world.size, 0);
+  for (int r = 0; r < world.size; r++) {
+    lua_pushinteger(L, world.node[r]);
+    lua_rawseti(L, -2, r + 1);
+  }
+  lua_setfield(L, -2, "node");
+  lua_pushinteger(L, world.tag_ub);
+  lua_setfield(L, -2, "tag_ub");
   return 1;
 }
 
@@ -212,7 +232,7 @@ typedef struct Region {
 /* The Buffer at i, or a View's buffer (then the View's dtype too); raises
  * argument errors for anything else, closed buffers, and device memory
  * when MPI cannot take it. */
-static Region check_region(lua_State *L, int i)
+static Region check_region_of(lua_State *L, int i, cl_Buffer **out)
 {
   Region r = {NULL, 0, -1};
   cl_Buffer *b = luaL_testudata(L, i, CL_BUFFER);
@@ -227,11 +247,18 @@ static Region check_region(lua_State *L, int i)
     luaL_typeerror(L, i, "cuda.Buffer or cuda.View");
   if (b->closed || (b->owner && b->owner->closed))
     luaL_argerror(L, i, "cuda.Buffer is closed");
-  if (b->mr->kind == CL_MR_DEVICE && !cuda_aware())
+  if (out == NULL && b->mr->kind == CL_MR_DEVICE && !cuda_aware())
     luaL_argerror(L, i, "device memory, and this MPI is not CUDA-aware (stage it through pinned memory)");
   r.addr = (void *)(uintptr_t)b->ptr;
   r.size = b->size;
+  if (out)
+    *out = b;
   return r;
+}
+
+static Region check_region(lua_State *L, int i)
+{
+  return check_region_of(L, i, NULL);
 }
 
 /* mpi_core.is_device(x): whether x is an open device-memory Buffer. */
@@ -239,6 +266,13 @@ static int mpi_is_device(lua_State *L)
 {
   cl_Buffer *b = luaL_testudata(L, 1, CL_BUFFER);
   lua_pushboolean(L, b && !b->closed && b->mr->kind == CL_MR_DEVICE);
+  return 1;
+}
+
+/* mpi_core.is_buffer(x): whether x is a cuda.Buffer or a cuda.View. */
+static int mpi_is_buffer(lua_State *L)
+{
+  lua_pushboolean(L, luaL_testudata(L, 1, CL_BUFFER) || luaL_testudata(L, 1, CL_VIEW));
   return 1;
 }
 
@@ -280,6 +314,35 @@ static Message check_message(lua_State *L, int receiving)
   if (!receiving || !lua_isnoneornil(L, 3))
     m.tag = check_tag(L, 3, receiving);
   return m;
+}
+
+/* check_message(x, peer, tag, receiving) -> buffer, bytes, device id or
+ * nil: the argument checks of send (receiving false) or recv, for any
+ * memory; x a Buffer or a View (then its buffer). cuda.mpi calls it under
+ * the name of its own function, which argument errors then name. */
+static int mpi_check_message(lua_State *L)
+{
+  int receiving = lua_toboolean(L, 4);
+  lua_settop(L, 3);
+  ensure_started(L);
+  cl_Buffer *b = NULL;
+  Region r = check_region_of(L, 1, &b);
+  int dev = b->mr->kind == CL_MR_DEVICE ? b->mr->dev->ordinal : -1;
+  check_count(L, 1, r.size);
+  if (!receiving || !lua_isnil(L, 2))
+    check_rank(L, 2, receiving);
+  if (!receiving || !lua_isnil(L, 3))
+    check_tag(L, 3, receiving);
+  if (luaL_testudata(L, 1, CL_BUFFER))
+    lua_pushvalue(L, 1);
+  else
+    lua_getfield(L, 1, "buffer");
+  lua_pushinteger(L, (lua_Integer)r.size);
+  if (dev >= 0)
+    lua_pushinteger(L, dev);
+  else
+    lua_pushnil(L);
+  return 3;
 }
 
 static int mpi_send(lua_State *L)
@@ -425,6 +488,92 @@ static int mpi_irecv(lua_State *L)
   Request *q = push_request(L, 1, lua_isnoneornil(L, 4) ? 0 : 4);
   MPI_TRY(L, MPI_Irecv, (m.addr, m.count, MPI_BYTE, m.peer, m.tag, world.comm, &q->req));
   q->done = 0;
+  return 1;
+}
+
+/* --- cuda.mpi's protocol (lua/cuda/mpi.lua) ------------------------------------
+ * Bytes [offset, offset + length) of a host-accessible buffer, on one of
+ * three communicators: 0 the users' (headers of point-to-point messages),
+ * 1 payloads, 2 headers of collectives. */
+
+static MPI_Comm wire_comm(lua_State *L, int i)
+{
+  lua_Integer c = luaL_checkinteger(L, i);
+  if (c < 0 || c > 2)
+    luaL_argerror(L, i, "communicator 0, 1 or 2 expected");
+  return c == 0 ? world.comm : c == 1 ? world.wire : world.coll;
+}
+
+/* The address of bytes [off, off + len) of the host-accessible buffer at
+ * i (the offset was argument i + 1, the length i + 2). */
+static void *wire_bytes(lua_State *L, int i, lua_Integer off, lua_Integer len)
+{
+  cl_Buffer *b = luaL_testudata(L, i, CL_BUFFER);
+  if (b == NULL)
+    luaL_typeerror(L, i, "cuda.Buffer");
+  if (b->closed || (b->owner && b->owner->closed))
+    luaL_argerror(L, i, "cuda.Buffer is closed");
+  if (b->mr->kind == CL_MR_DEVICE)
+    luaL_argerror(L, i, "device memory");
+  if (off < 0 || (lua_Unsigned)off > b->size)
+    luaL_argerror(L, i + 1, "offset out of range");
+  if (len < 0 || (lua_Unsigned)len > b->size - (size_t)off || len > INT_MAX)
+    luaL_argerror(L, i + 2, "length out of range");
+  return (char *)(uintptr_t)b->ptr + off;
+}
+
+static Request *push_request(lua_State *L, int bufi, int on_done);
+
+/* wire_isend(buf, offset, length, dest, tag, comm) -> request */
+static int mpi_wire_isend(lua_State *L)
+{
+  ensure_started(L);
+  int dest = check_rank(L, 4, 0), tag = check_tag(L, 5, 0);
+  lua_Integer off = luaL_checkinteger(L, 2), len = luaL_checkinteger(L, 3);
+  MPI_Comm comm = wire_comm(L, 6);
+  Request *q = push_request(L, 1, 0);
+  void *p = wire_bytes(L, 1, off, len);
+  MPI_TRY(L, MPI_Isend, (p, (int)len, MPI_BYTE, dest, tag, comm, &q->req));
+  q->done = 0;
+  return 1;
+}
+
+/* wire_irecv(buf, offset, length, src, tag, comm) -> request */
+static int mpi_wire_irecv(lua_State *L)
+{
+  ensure_started(L);
+  int src = check_rank(L, 4, 1), tag = check_tag(L, 5, 1);
+  lua_Integer off = luaL_checkinteger(L, 2), len = luaL_checkinteger(L, 3);
+  MPI_Comm comm = wire_comm(L, 6);
+  Request *q = push_request(L, 1, 0);
+  void *p = wire_bytes(L, 1, off, len);
+  MPI_TRY(L, MPI_Irecv, (p, (int)len, MPI_BYTE, src, tag, comm, &q->req));
+  q->done = 0;
+  return 1;
+}
+
+/* poke(buf, offset, string): the string's bytes into the buffer. */
+static int mpi_poke(lua_State *L)
+{
+  size_t n = 0;
+  lua_Integer off = luaL_checkinteger(L, 2);
+  const char *s = luaL_checklstring(L, 3, &n);
+  void *p = wire_bytes(L, 1, off, (lua_Integer)n);
+  memcpy(p, s, n);
+  return 0;
+}
+
+/* peek(buf, offset, length) -> string */
+static int mpi_peek(lua_State *L)
+{
+  lua_settop(L, 3);
+  luaL_Buffer out;
+  lua_Integer off = luaL_checkinteger(L, 2), want = luaL_checkinteger(L, 3);
+  luaL_argcheck(L, want >= 0 && want <= INT_MAX, 3, "length out of range");
+  char *dst = luaL_buffinitsize(L, &out, (size_t)want);
+  void *p = wire_bytes(L, 1, off, want);
+  memcpy(dst, p, (size_t)want);
+  luaL_pushresultsize(&out, (size_t)want);
   return 1;
 }
 
@@ -705,7 +854,10 @@ int luaopen_cuda_mpi_core(lua_State *L)
     {"info", mpi_info}, {"barrier", mpi_barrier}, {"bcast", mpi_bcast},
     {"gather", mpi_gather}, {"allgather", mpi_allgather}, {"send", mpi_send},
     {"recv", mpi_recv}, {"isend", mpi_isend}, {"irecv", mpi_irecv},
-    {"allreduce", mpi_allreduce}, {"is_device", mpi_is_device}, {NULL, NULL}
+    {"allreduce", mpi_allreduce}, {"is_device", mpi_is_device},
+    {"wire_isend", mpi_wire_isend}, {"wire_irecv", mpi_wire_irecv}, {"poke", mpi_poke},
+    {"peek", mpi_peek}, {"check_message", mpi_check_message},
+    {"is_buffer", mpi_is_buffer}, {NULL, NULL}
   };
   if (luaL_newmetatable(L, REQUEST)) {
     luaL_setfuncs(L, request_meta, 0);

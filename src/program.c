@@ -542,7 +542,10 @@ static Getter getter(int target)
                     CL_NVRTC(nvrtcGetLTOIR),
                     "no LTO-IR: compile(\"ltoir\") needs the option link_time_optimization = true"};
   return (Getter){"nvrtcGetPTXSize", "nvrtcGetPTX", CL_NVRTC(nvrtcGetPTXSize),
-                  CL_NVRTC(nvrtcGetPTX), "no PTX"};
+                  CL_NVRTC(nvrtcGetPTX),
+                  "no PTX: with link_time_optimization NVRTC makes LTO-IR only; use "
+                  "compile(\"ltoir\") and link it with cuda.Linker (lto = true), whose "
+                  "link(\"ptx\") makes PTX of it"};
 }
 
 static void push_nvrtc_code(lua_State *L, nvrtcProgram prog, int target)
@@ -558,6 +561,8 @@ static void push_nvrtc_code(lua_State *L, nvrtcProgram prog, int target)
   r = g.get(prog, buf);
   if (r != NVRTC_SUCCESS)
     raise_nvrtc(L, r, g.get_name, "cannot get the compiled code");
+  if (cl_is_blank(buf, size))                    /* -dlto's PTX is a lone NUL */
+    luaL_error(L, "%s", g.empty);
   lua_pushlstring(L, buf, target == CL_PTX ? strnlen(buf, size) : size);
   lua_remove(L, -2);
 }
@@ -693,41 +698,60 @@ static int cache_lookup(lua_State *L, cl_ProgramCache *c, int keyi, int target)
   return 1;
 }
 
+/* The cache option at i: nil for the automatic cache (NULL when it is
+ * off), else an open cuda.ProgramCache; with `open_only`, a closed one is
+ * NULL instead of an error. */
+static cl_ProgramCache *cache_option(lua_State *L, int i, int open_only)
+{
+  if (lua_isnil(L, i))
+    return cl_default_cache();
+  if (open_only) {
+    cl_ProgramCache *c = luaL_checkudata(L, i, CL_PROGRAMCACHE);
+    return c->closed ? NULL : c;
+  }
+  return cl_check_open(L, i, CL_PROGRAMCACHE);
+}
+
 /* prog:compile("cubin" | "ptx" | "ltoir" [, {name_expressions =, cache =}])
- * -> cuda.ObjectCode */
+ * -> cuda.ObjectCode. The options are read first (the cache stays at 5,
+ * anchored: an __index may have made it). The compile allocates, so the
+ * cache is checked right before each use: a finalizer that closed it
+ * meanwhile means the result is not stored. */
 static int program_compile(lua_State *L)
 {
   static const char *const known[] = {"name_expressions", "cache", NULL};
-  Program *p = check_program(L, 1);
+  luaL_checkudata(L, 1, CL_PROGRAM);
   int target = check_target(L, 2);
   cl_check_nargs(L, 3);
   lua_settop(L, 3);
   cl_check_options(L, 3, known);
   push_name_expressions(L, 3);                    /* 4 */
+  if (lua_isnil(L, 3))
+    lua_pushnil(L);                               /* 5: the cache option */
+  else
+    lua_getfield(L, 3, "cache");
+  Program *p = check_program(L, 1);
   if (p->is_ptx)
     return compile_ptx_source(L, p, target, 4);
-  cl_ProgramCache *cache = NULL;
-  if (!lua_isnil(L, 3) && lua_getfield(L, 3, "cache") != LUA_TNIL)
-    cache = cl_check_open(L, -1, CL_PROGRAMCACHE);
-  else
-    cache = cl_default_cache();
-  lua_settop(L, 4);
-  lua_getiuservalue(L, 1, PROG_SOURCE);           /* 5 */
-  lua_getiuservalue(L, 1, PROG_NAME);             /* 6 */
-  lua_getiuservalue(L, 1, PROG_OPTIONS);          /* 7 */
-  push_key(L, 5, 6, 7, target, 4);                /* 8 */
-  p->cached = cache && cache_lookup(L, cache, 8, target);
-  if (!p->cached) {
-    nvrtc_compile(L, target, 4);                  /* 9 code, 10 log, 11 names */
-    if (cache)
-      cl_cache_put_lua(L, cache, 8, 9, target, 10, 11);
-  }
+  lua_getiuservalue(L, 1, PROG_SOURCE);           /* 6 */
+  lua_getiuservalue(L, 1, PROG_NAME);             /* 7 */
+  lua_getiuservalue(L, 1, PROG_OPTIONS);          /* 8 */
+  push_key(L, 6, 7, 8, target, 4);                /* 9 */
+  cl_ProgramCache *cache = cache_option(L, 5, 0);
+  int cached = cache && cache_lookup(L, cache, 9, target);
+  if (!cached)
+    nvrtc_compile(L, target, 4);                  /* 10 code, 11 log, 12 names */
+  cl_push_objectcode(L, 10, target);              /* 13: the code is checked before it is stored */
+  cl_objectcode_set_source(L, 13, 6);             /* extern "C" kernels' declarations */
+  if (!cached && (cache = cache_option(L, 5, 1)) != NULL)
+    cl_cache_put_lua(L, cache, 9, 10, target, 11, 12);
+  p->cached = cached;
   p->compiled = 1;
-  lua_pushvalue(L, 10);
+  lua_pushvalue(L, 11);
   lua_setiuservalue(L, 1, PROG_LOG);
-  cl_push_objectcode(L, 9, target);
   if (lua_rawlen(L, 4) > 0)
-    cl_objectcode_set_names(L, -1, 11);
+    cl_objectcode_set_names(L, 13, 12);
+  lua_pushvalue(L, 13);
   return 1;
 }
 
@@ -783,8 +807,8 @@ static void push_options_copy(lua_State *L)
 
 static int program_fields(lua_State *L)
 {
-  Program *p = check_program(L, 1);
   const char *key = luaL_checkstring(L, 2);
+  Program *p = check_program(L, 1);
   if (strcmp(key, "log") == 0)
     lua_getiuservalue(L, 1, PROG_LOG);
   else if (strcmp(key, "cached") == 0)

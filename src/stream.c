@@ -155,8 +155,7 @@ static cl_Event *record_new_event(lua_State *L)
     timing = cl_opt_boolean(L, opts, "timing", 0);
     blocking = cl_opt_boolean(L, opts, "blocking_sync", 0);
   }
-  cl_check_stream(L, 1);        /* the options' metamethods may have closed it */
-  lua_getiuservalue(L, 1, 1);
+  lua_getiuservalue(L, 1, 1);   /* the device: stream_record checks the stream after */
   return push_event(L, lua_gettop(L), timing, blocking);
 }
 
@@ -291,15 +290,27 @@ static int event_sync(lua_State *L)
   return 0;
 }
 
+/* ev:close(): while a live graph records or waits on it, the event is
+ * closed for Lua and destroyed with the last such graph. */
 static int event_close(lua_State *L)
 {
   cl_Event *ev = luaL_checkudata(L, 1, CL_EVENT);
   if (!ev->closed) {
     ev->closed = 1;
+    if (ev->graph_refs == 0) {
+      CL_CALL(cuEventDestroy, (ev->handle));
+      ev->handle = NULL;
+    }
+  }
+  return 0;
+}
+
+void cl_event_graph_release(cl_Event *ev)
+{
+  if (--ev->graph_refs == 0 && ev->closed) {
     CL_CALL(cuEventDestroy, (ev->handle));
     ev->handle = NULL;
   }
-  return 0;
 }
 
 static void check_timing(lua_State *L, cl_Event *ev, const char *which)

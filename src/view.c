@@ -197,6 +197,15 @@ void cl_view_memory(const void *view, cl_ViewMemory *m)
   m->contiguous = v->contiguous;
 }
 
+cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr)
+{
+  const View *v = cl_fast_test(L, i, CL_UV_VIEW);
+  if (!v)
+    return NULL;
+  *ptr = (CUdeviceptr)(uintptr_t)v->base;   /* a device address for device views */
+  return v->buf;
+}
+
 /* --- fields ---------------------------------------------------------------------- */
 
 static void push_dims(lua_State *L, const size_t *dims, int n)

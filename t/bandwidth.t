@@ -150,12 +150,40 @@ text = bandwidth.format_fits(sweep)
 t.like(text, "h2d pinned copy%s+3%.00%s+4%.1", "the fits table: fixed cost and rate")
 t.ok(bandwidth.find(sweep, "d2d", "device", "sm") == sweep.series[2], "find a series")
 
+-- --- the cost per operation -----------------------------------------------------
+local line = bandwidth.slope({{x = 1, y = 1}, {x = 2, y = 3}, {x = 3, y = 2}})
+t.ok(math.abs(line.slope - 0.5) < 1e-12 and math.abs(line.intercept - 1) < 1e-12, "slope: least squares by hand")
+t.near(line.se, math.sqrt(1.5 / 1 / 2), 1e-12, "slope: its standard error, sqrt(rss / (n - 2) / sxx)")
+local exact = {}
+local a, b = math.random() * 100, math.random() * 10
+for i, n in ipairs(bandwidth.OP_COUNTS) do exact[i] = {n = n, us = a + b * n} end
+local cost = bandwidth.op_cost_fit(exact)
+t.ok(math.abs(cost.us - b) < 1e-9 and math.abs(cost.intercept_us - a) < 1e-9 and cost.se < 1e-9,
+  "op_cost_fit: a random exact line gives its slope, intercept and no error")
+t.is(select(2, bandwidth.slope({{x = 1, y = 2}})), "a slope needs at least two points", "slope: one point is refused")
+t.is(select(2, bandwidth.slope({{x = 2, y = 1}, {x = 2, y = 3}})), "a slope needs two different x",
+  "slope: one x is refused")
+t.is(table.concat(bandwidth.OP_COUNTS, ","), "1,2,4,8,16,32,64", "the chunk counts, as bandwidth_ref --op-cost's")
+local figures = {}
+for _, n in ipairs(bandwidth.OP_COUNTS) do
+  figures["ops_h2d_" .. n] = {median = 1000 + 2.5 * n, ci_lo = 999, ci_hi = 1001 + 2.5 * n}
+  figures["ops_both_" .. n] = {median = 1200 + 6.5 * n}
+end
+local ref = bandwidth.reference_op_costs(figures, "ops")
+t.ok(math.abs(ref.h2d.us - 2.5) < 1e-9 and math.abs(ref.both.us - 6.5) < 1e-9 and ref.d2h == nil,
+  "reference_op_costs: each mode the reference printed, by its slope")
+t.is(bandwidth.reference_op_costs(figures, "batch"), nil, "reference_op_costs: none printed, nil")
+local text = bandwidth.format_op_costs(ref, {h2d = {us = 2.4, se = 0.1}}, "raw C")
+t.like(text, "^h2d +2%.50 us a copy %(\u{b1}0%.00%) +raw C +2%.40 us %(\u{b1}0%.10%)\n", "format_op_costs: ours and theirs")
+t.like(text, "\nboth +6%.50 us a pair", "format_op_costs: both ways is a pair")
+
 -- --- the script without a GPU -------------------------------------------------------
 local code, out, err = t.run(nodrv .. " bandwidth --help")
 t.is(code, 0, "--help exits 0 without a GPU")
 t.like(out, "Usage: cudalua bandwidth", "--help shows the usage")
 t.like(out, "%-%-reference", "and the options")
-for _, bad in ipairs{{"--sizes 4097", "sizes"}, {"--paths sideways", "paths"}, {"--runs 0", "runs"}} do
+for _, bad in ipairs{{"--sizes 4097", "sizes"}, {"--paths sideways", "paths"}, {"--runs 0", "runs"},
+                     {"--op-cost 1000", "multiple of 256"}, {"--op-cost 0", "op%-cost"}} do
   code, out, err = t.run(nodrv .. " bandwidth " .. bad[1])
   t.is(code, 2, bad[1] .. " is a usage error")
   t.like(err, bad[2], bad[1] .. ": the error names the option")

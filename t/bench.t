@@ -264,4 +264,77 @@ do
     "time: adaptive mode needs at least one run")
 end
 
+-- --- ratios with their uncertainty --------------------------------------------------
+
+do
+  local xs = random_list(25)
+  local f = bench.figure(xs)
+  local s = sorted(xs)
+  local lo, hi = bench.median_ci_ranks(25)
+  t.ok(f.median == s[13] and f.ci_lo == s[lo] and f.ci_hi == s[hi] and f.n == 25,
+    "figure: the median and the ranks of its 95% interval")
+  f = bench.figure({3, 1, 2})
+  t.ok(f.median == 2 and f.ci_lo == 1 and f.ci_hi == 3, "figure: below 6 samples, the min and max")
+
+  local r = bench.ratio({median = 10, ci_lo = 9, ci_hi = 11}, {median = 8, ci_lo = 7.6, ci_hi = 8.4})
+  t.near(r.ratio, 1.25, 1e-12, "ratio: ours over theirs")
+  t.near(r.uncertainty, 1.25 * math.sqrt(0.1 ^ 2 + 0.05 ^ 2), 1e-12, "ratio: relative half widths in quadrature")
+  t.is(r.outside, true, "ratio: 1.25 +- 0.14 is outside its band from 1")
+  r = bench.ratio({median = 10, ci_lo = 9, ci_hi = 11}, {median = 10.5, ci_lo = 9.5, ci_hi = 11.5})
+  t.is(r.outside, false, "ratio: 0.952 +- 0.13 is inside")
+  t.is(bench.ratio_flag("x", r), nil, "ratio_flag: nothing inside the band")
+  r = bench.ratio({median = 4}, {median = 5, ci_lo = 4, ci_hi = 6})
+  t.ok(r.ratio == 0.8 and r.uncertainty == nil and r.outside == nil, "ratio: no interval on one side, no uncertainty")
+  t.is(bench.format_ratio(r), "0.800", "format_ratio: the ratio alone without an uncertainty")
+  r = bench.ratio({median = 5.73, ci_lo = 5.5, ci_hi = 5.9}, {median = 10.05, ci_lo = 9.9, ci_hi = 10.3})
+  t.is(bench.format_ratio(r), ("%.3f \u{b1}%.3f"):format(r.ratio, r.uncertainty), "format_ratio: ratio and uncertainty")
+  t.like(bench.ratio_flag("d2h 4096", r, "cudalua faster", "cudalua slower") or "",
+    "^FLAG d2h 4096: ratio 0%.570 \u{b1}0%.0%d%d is outside its uncertainty of 1 %(cudalua faster%)$",
+    "ratio_flag: one line naming the figure and the side")
+  -- random pairs against an independent reading: flagged exactly when the intervals' product band misses 1
+  local wrong = 0
+  for _ = 1, 200 do
+    local a, b = math.random() * 10 + 0.1, math.random() * 10 + 0.1
+    local ea, eb = math.random() * 0.2, math.random() * 0.2
+    local q = bench.ratio({median = a, ci_lo = a * (1 - ea), ci_hi = a * (1 + ea)},
+                          {median = b, ci_lo = b * (1 - eb), ci_hi = b * (1 + eb)})
+    local u = a / b * (ea * ea + eb * eb) ^ 0.5
+    if math.abs(q.ratio - a / b) > 1e-12 or math.abs(q.uncertainty - u) > 1e-9 or q.outside ~= (math.abs(a / b - 1) > u) then
+      wrong = wrong + 1
+    end
+  end
+  t.is(wrong, 0, "ratio: 200 random pairs against the formula")
+
+  -- the comparison printer: one line a row, the flags, the count; the rows come back filled in
+  local printed, real_print = {}, print
+  print = function(...) printed[#printed + 1] = table.concat({...}, "\t") end
+  local rows, flagged = bench.print_ratios({
+    {label = "h2d   4096", ours = {median = 6.29, ci_lo = 6.2, ci_hi = 6.4}, theirs = {median = 10.78, ci_lo = 10.6, ci_hi = 11}},
+    {label = "d2d", ours = {median = 10, ci_lo = 9, ci_hi = 11}, theirs = {median = 10.2, ci_lo = 9.5, ci_hi = 11}},
+  }, {columns = {"path", "cudalua us", "raw C us"}, width = 10, below = "cudalua faster", above = "cudalua slower"})
+  print = real_print
+  t.is(flagged, 1, "print_ratios: one ratio outside its band")
+  t.ok(rows[1].outside == true and rows[2].outside == false and math.abs(rows[1].ratio - 6.29 / 10.78) < 1e-12,
+    "print_ratios: each row's ratio and verdict")
+  t.like(printed[1] or "", "^path +cudalua us +raw C us +ratio$", "print_ratios: the header")
+  t.like(printed[2] or "", "^h2d   4096 +6%.29 +10%.78 +0%.583 \u{b1}0%.0%d%d %*$", "print_ratios: a flagged row ends in *")
+  t.like(printed[4] or "", "^FLAG h2d 4096: ratio 0%.583", "print_ratios: the flag line, the label's spaces squeezed")
+  t.is(printed[5], "(1 of 2 ratios outside their uncertainty of 1: *)", "print_ratios: the count")
+
+  -- a reference's figures with and without the optional spread columns
+  local dir = t.tmpdir()
+  local prog = dir .. "/ref"
+  t.write_file(prog, "#!/bin/sh\necho '# ref'\necho 'a 1 0.5 2'\necho 'b 3 2 4 10 2.5 3.5'\n")
+  os.execute("chmod +x '" .. prog .. "'")
+  local figures = bench.reference(prog, {}, bench.REFERENCE_COLUMNS, bench.REFERENCE_SPREAD)
+  t.ok(figures and figures.a.median == 1 and figures.a.ci_lo == nil and figures.b.n == 10 and figures.b.ci_lo == 2.5
+    and figures.b.ci_hi == 3.5, "reference: the spread columns are read where a line has them")
+  t.write_file(prog, "#!/bin/sh\necho 'b 3 2 4 10 2.5'\n")
+  local none, why = bench.reference(prog, {}, bench.REFERENCE_COLUMNS, bench.REFERENCE_SPREAD)
+  t.ok(none == nil and why:find("b 3 2 4 10 2.5", 1, true), "reference: some of the spread columns is an error")
+  none = bench.reference(prog, {}, bench.REFERENCE_COLUMNS)
+  t.is(none, nil, "reference: without optional columns, extra numbers are an error")
+  os.execute("rm -rf '" .. dir .. "'")
+end
+
 t.done()

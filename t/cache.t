@@ -75,38 +75,8 @@ end
 local HEADER = "<c8 I8 I8 I8 I4 I4 c32 i8 c16"
 
 -- XXH64 (seed 0), written from the specification, independently of the
--- xxHash library cache.c checksums with. Lua's integers wrap like u64.
-local P1, P2, P3 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
-local P4, P5 = 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
-local function rotl(x, r) return (x << r) | (x >> (64 - r)) end
-local function round(acc, input) return rotl(acc + input * P2, 31) * P1 end
-local function merge(acc, v) return (acc ~ round(0, v)) * P1 + P4 end
-local function xxh64(s)
-  local len, i, h = #s, 1, P5
-  if len >= 32 then
-    local v = {P1 + P2, P2, 0, -P1}
-    for at = 1, len - 31, 32 do
-      local a, b, c, d = string.unpack("<i8i8i8i8", s, at)
-      v[1], v[2], v[3], v[4] = round(v[1], a), round(v[2], b), round(v[3], c), round(v[4], d)
-      i = at + 32
-    end
-    h = rotl(v[1], 1) + rotl(v[2], 7) + rotl(v[3], 12) + rotl(v[4], 18)
-    for k = 1, 4 do h = merge(h, v[k]) end
-  end
-  h = h + len
-  while i + 7 <= len do
-    h = rotl(h ~ round(0, (string.unpack("<i8", s, i))), 27) * P1 + P4
-    i = i + 8
-  end
-  if i + 3 <= len then
-    h = rotl(h ~ (string.unpack("<I4", s, i)) * P1, 23) * P2 + P3
-    i = i + 4
-  end
-  for j = i, len do h = rotl(h ~ s:byte(j) * P5, 11) * P1 end
-  h = (h ~ (h >> 33)) * P2
-  h = (h ~ (h >> 29)) * P3
-  return h ~ (h >> 32)
-end
+-- xxHash library cache.c checksums with.
+local xxh64 = require "xxh64"
 
 local function tohex(s)
   return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end))
@@ -149,13 +119,14 @@ t.is(table.concat({tostring(r3.cached[1]), tostring(r3.cached[2]), tostring(r3.c
 
 local ok, magic, code_len, log_len, names_len, kind, reserved, key, sum, tail =
   pcall(string.unpack, HEADER, entry)
-t.ok(ok and magic == "CLCACHE2" and kind == 0 and reserved == 0 and tail == ("\0"):rep(16),
+t.ok(ok and magic == "CLCACHE3" and kind == 0 and reserved == 0 and tail == ("\0"):rep(16),
      "the header: magic, kind (cubin), reserved bytes")
 t.ok(ok and #entry == 96 + code_len + log_len + names_len, "the header's lengths add up to the file size")
 t.ok(ok and entry:sub(97, 96 + code_len) == code1, "the payload is the cubin")
 t.is(ok and names_len, 0, "no name expressions, no names")
 t.is(ok and tohex(key) .. ".entry", entries[1], "the file is named by the key in the header")
-t.is(ok and sum, xxh64(entry:sub(97)), "the checksum is XXH64 of the payload (checked in Lua)")
+t.is(ok and sum, xxh64(entry:sub(1, 72) .. ("\0"):rep(8) .. entry:sub(81)),
+     "the checksum is XXH64 of the whole entry, its own 8 bytes as zero (checked in Lua)")
 t.is(xxh64(""), 0xEF46DB3751D8E999, "the Lua XXH64 gives the specification's value for ''")
 t.is(xxh64("a"), 0xD24EC4F1A98C6E5B, "and for 'a'")
 local program_key = cuda.program_cache_key(read(kernel), "c++", {arch = "sm_80", defines = {}, name = "k.cu"},
@@ -173,8 +144,9 @@ end
 if ok then
   local planted_log = "planted by t/cache.t " .. math.random(1e9)
   local payload = code1 .. planted_log
-  local header = string.pack(HEADER, magic, #code1, #planted_log, 0, kind, 0, key, xxh64(payload),
-                             ("\0"):rep(16))
+  local header = string.pack(HEADER, magic, #code1, #planted_log, 0, kind, 0, key, 0, ("\0"):rep(16))
+  header = string.pack(HEADER, magic, #code1, #planted_log, 0, kind, 0, key, xxh64(header .. payload),
+                       ("\0"):rep(16))
   write(entry_path, header .. payload)
   local r = compile(env)
   t.is(r.log, planted_log, "a hit serves the stored log: NVRTC did not run")
@@ -188,7 +160,9 @@ end
 local function corrupted(name, data)
   write(entry_path, data)
   local r = compile(env)
-  t.is(counts(r), "hits=0 misses=1 writes=1 corrupt=1", name .. ": detected as corrupt and rewritten")
+  -- a magic flipped into the previous format's is an old entry: a plain miss
+  local corrupt = data:sub(1, 8) == "CLCACHE2" and 0 or 1
+  t.is(counts(r), "hits=0 misses=1 writes=1 corrupt=" .. corrupt, name .. ": detected as corrupt and rewritten")
   t.ok(r.cached[1] == false and read(tmp .. "/out.bin") == code1, name .. ": recompiled to the same cubin")
   local again = compile(env)
   t.is(counts(again), "hits=1 misses=0 writes=0 corrupt=0", name .. ": the rewritten entry is sound")
@@ -202,6 +176,9 @@ corrupted("truncated", entry:sub(1, math.random(97, #entry - 1)))
 corrupted("a flipped payload byte", flip(entry, math.random(97, #entry)))
 corrupted("a flipped checksum byte", flip(entry, math.random(73, 80)))
 corrupted("a flipped magic byte", flip(entry, math.random(1, 8)))
+corrupted("a flipped kind byte", flip(entry, math.random(33, 36)))
+corrupted("a flipped length byte", flip(entry, math.random(9, 32)))
+corrupted("a flipped reserved byte", flip(entry, math.random(81, 96)))
 corrupted("an empty file", "")
 corrupted("a longer file", entry .. "x")
 t.is(read(entry_path), entry, "the rewritten entry is byte for byte the first one")

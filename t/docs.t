@@ -78,13 +78,14 @@ local RECEIVERS = {
   ["cuda.LaunchConfig"] = "cfg", ["cuda.Scalar"] = "scalar", ["cuda.Graph"] = "g",
   ["cuda.GraphBuilder"] = "b", ["cuda.ProgramCache"] = "pc", ["cuda.Linker"] = "linker",
   ["cuda.SMResource"] = "sm", ["cuda.Context"] = "ctx", ["cuda.mpi.Request"] = "req",
+  ["cuda.IpcExport"] = "exp",
 }
 
 -- The fields of a cuda.Error, set by src/driver.c and the compilers.
 local ERROR_FIELDS = {"code", "name", "api", "message", "log", "unavailable", "context_lost"}
 
 -- Names read lazily through __index, which pairs cannot see.
-local LAZY_EXPORTS = {mpi = {"rank", "size", "local_rank", "hostname", "staging"}}
+local LAZY_EXPORTS = {mpi = {"rank", "size", "local_rank", "hostname", "staging", "chunk_size"}}
 
 -- The helper modules and their public classes (what their constructors
 -- return) with the receiver the page writes; "" for methods shown bare.

@@ -10,7 +10,8 @@ local cudalua = t.cudalua()
 
 -- FAKE_SUITES (names, space-separated) picks fewer: make check-gcstress
 -- leaves out the two whose time goes to the pure-Lua libraries.
-local suites = {"device", "stream", "memory", "buffer", "view", "program", "cache", "lua_modules", "scripts"}
+local suites = {"device", "stream", "memory", "buffer", "view", "program", "cache", "lua_modules", "scripts",
+                "args_gpu"}
 if os.getenv("FAKE_SUITES") then
   suites = {}
   for name in os.getenv("FAKE_SUITES"):gmatch("%S+") do suites[#suites + 1] = name end

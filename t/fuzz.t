@@ -33,6 +33,8 @@ local cubin_path = t.tmpdir() .. "/scale_and_bias.cubin"
 local cubin_code = cuda.Program(io.open(require("cuda.kernels").find("scale_and_bias.cu")):read("a"), "c++",
                                 {arch = "sm_" .. dev.arch}):compile("cubin").code
 t.write_file(cubin_path, cubin_code)
+local fuzz_dir = t.tmpdir()
+local fuzz_src = 'extern "C" __global__ void k(int *x) { x[0] = 1; }'
 local pool = {}                     -- live objects, by kind
 local recent = {}                   -- what pick() handed to the call in flight
 local origin = setmetatable({}, {__mode = "k"})   -- for FUZZ_TRACE: where a stream or graph came from
@@ -88,6 +90,12 @@ local actions = {
   function() add("mr", cuda.PinnedMemoryResource()) end,
   function() add("mr", cuda.ManagedMemoryResource()) end,
   function() add("mr", cuda.DeviceMemoryResource(dev, {release_threshold = math.random(0, 1 << 20)})) end,
+  function() add("mr", cuda.DeviceMemoryResource(dev, {pool = false})) end,
+  -- CUDA IPC: exports of any buffer (refused but for plain allocations),
+  -- their fields, closes; opening a handle (this process's own: refused)
+  function() local b = pick("buffer"); if b then add("export", b:ipc_export()) end end,
+  function() local e = pick("export"); if e then return e.handle, e.offset, e.size, e.buffer_closed, tostring(e) end end,
+  function() local e = pick("export"); if e then add("buffer", cuda.ipc_open(e.handle, any(), any())) end end,
   function() local mr = pick("mr") or dev.memory_resource; add("buffer", mr:allocate(math.random(1, 64) * 4, pick("stream"))) end,
   -- extreme sizes, but none that would succeed and make every later fill slow
   function() local mr, n = pick("mr"), any()
@@ -129,8 +137,8 @@ local actions = {
   function() add("ctx", dev:create_context{resources = dev.resources.sm:split{count = math.random(1, 40), groups = 1}}) end,
   function() local c = pick("ctx"); if c then origin[add("stream", c:create_stream())] = "green stream" end end,
   function() local c = pick("ctx"); if c then return c.resources, c.handle end end,
-  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "obj", "kernel"}; close(pick(kinds[math.random(#kinds)])) end,
-  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view", "obj", "kernel"}
+  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "obj", "kernel", "pc", "export"}; close(pick(kinds[math.random(#kinds)])) end,
+  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view", "obj", "kernel", "pc", "export"}
     local list = pool[kinds[math.random(#kinds)]]; if list and #list > 0 then table.remove(list, math.random(#list)) end end,
   function() collectgarbage(math.random(2) == 1 and "step" or "collect") end,
   function() local o = any(); setmetatable({}, {__gc = function() close(o) end}) end,
@@ -165,6 +173,35 @@ local actions = {
       add("node", b:kernel(pick("node"), cuda.LaunchConfig{grid = 1, block = 32}, k, graph_buffer(),
                            cuda.f32(1), cuda.f32(0), cuda.u64(64))) end end,
   function() local o = pick("obj"); if o then return o.code and #o.code, tostring(o) end end,
+  -- program caches: entries stored, read back, damaged; compiles whose cache an __index makes
+  function() add("pc", cuda.ProgramCache(fuzz_dir .. "/pc" .. math.random(3), {max_size = math.random(0, 1) * math.random(0, 1 << 16)})) end,
+  function() local pc, o = pick("pc"), pick("obj"); if pc and o then pc:store(tostring(math.random(8)), o) end end,
+  function() local pc = pick("pc"); if pc then add("obj", pc:get(tostring(math.random(8)))) end end,
+  function() local pc = pick("pc"); if pc then return pc.hits, pc.size, pc.corrupt, tostring(pc) end end,
+  function() local pc = pick("pc"); if pc then pc:clear() end end,
+  function() local pc = pick("pc"); if pc then   -- damage an entry: a flipped byte anywhere
+      local f = io.popen("ls '" .. pc.dir .. "' 2>/dev/null"); local name = f:read("l"); f:close()
+      local h = name and io.open(pc.dir .. "/" .. name, "r+b")
+      if h then local size = h:seek("end"); if size > 0 then local at = math.random(0, size - 1)
+        h:seek("set", at); local c = h:read(1); h:seek("set", at); h:write(string.char(c:byte() ~ (1 << math.random(0, 7)))) end
+        h:close() end end end,
+  function() local o = pick("obj"); if o then add("obj", cuda.ObjectCode.from_data(o.code:sub(1, math.random(0, #o.code)))) end end,
+  function() if math.random(10) == 1 then local pc = pick("pc")   -- NVRTC is slow: a tenth of the time
+      add("obj", cuda.Program(fuzz_src, "c++", {arch = "sm_" .. dev.arch}):compile("cubin",
+        setmetatable({}, {__index = function(_, k) if k == "cache" then return math.random(2) == 1 and pc or cuda.ProgramCache(fuzz_dir .. "/anon") end end}))) end end,
+  function() local a, b = pick("obj"), pick("obj"); if a and b then
+      add("obj", cuda.Linker({a, b}, {arch = "sm_" .. dev.arch}):link("cubin")) end end,
+  function() local k = pick("kernel"); if k then return k:occupancy(math.random(1, 1024)) end end,
+  -- typed arguments: any value for the float parameters, declared signatures, raw addresses
+  function() local k, b, s = pick("kernel"), pick("buffer"), pick("stream"); if k and b and s then
+      cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 32}, k, b, any(), any(), b.size // 4) end end,
+  function() local k = pick("kernel"); if k then
+      local sigs = {"float*, float, float, size_t", "float *data, float s, float b, unsigned long long n",
+                    "void*, float, float, uint64_t", "float*, int, int, size_t", "float*", "long float", tostring(any())}
+      k:signature(sigs[math.random(#sigs)]) end end,
+  function() return cuda.ptr(any()), cuda.parse_signature(tostring(any())), cuda.demangle(tostring(any())) end,
+  function() local o = pick("obj"); if o then
+      add("kernel", o:get_kernel("scale_and_bias", math.random(2) == 1 and "float*, float, float, size_t" or "float*, double")) end end,
   function() local o = any(); return tostring(o), o ~= nil and type(o) == "userdata" and o.device end,
   function() if fakecuda then
       local names = fakecuda.names(); fakecuda.fail(names[math.random(#names)], math.random(1, 5)) end end,

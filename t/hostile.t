@@ -6,7 +6,7 @@
 local t = require "tap"
 local cudalua = t.cudalua()
 
-t.plan(24)
+t.plan(28)
 
 local dir = t.tmpdir()
 local PRELUDE = [[
@@ -126,6 +126,31 @@ local c = h:allocate(8)
 b:close(); c:close()
 print("live " .. h.live_buffers)
 ]], "live 0")
+
+-- cl_gc_hold: a held collector starts again when the call returns or
+-- raises, also when the error leaves a coroutine uncaught (the next handle
+-- check gives the dead coroutine's hold up), and a collector the script
+-- stopped stays stopped.
+survives("a hold in a coroutine that dies by an error", [[
+local pc = cuda.ProgramCache(os.tmpname() .. ".d"); pc:close()
+local co = coroutine.create(function() return pc:get("k") end)
+assert(not coroutine.resume(co))
+local stuck = not collectgarbage("isrunning")
+pcall(pc.get, pc, "x")
+print("stuck " .. tostring(stuck) .. ", running after the next check " .. tostring(collectgarbage("isrunning")))
+coroutine.close(co)
+assert(collectgarbage("isrunning"), "coroutine.close stopped it again")
+]], "stuck true, running after the next check true")
+
+survives("a hold leaves a collector the script stopped stopped", [[
+local pc = cuda.ProgramCache(os.tmpname() .. ".d")
+collectgarbage("stop")
+pc:get("k"); pcall(pc.get, pc)
+print("running " .. tostring(collectgarbage("isrunning")))
+collectgarbage("restart")
+pc:get("k")
+print("running " .. tostring(collectgarbage("isrunning")))
+]], "running false\nrunning true")
 
 -- A host wait runs host functions, which may close what the caller checked.
 if os.getenv("CUDALUA_FAKE_LIBCUDA") then

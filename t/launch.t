@@ -37,7 +37,7 @@ t.raises(function() cuda.LaunchConfig{grid = 1, block = 32, shared = 8} end, "un
 t.raises(function() cuda.LaunchConfig(5) end, "table expected", "LaunchConfig(5)")
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 27)
+  t.skip("no CUDA device", 32)
   t.done()
 end
 
@@ -88,21 +88,32 @@ t.is(o[4], -2^40 // 1, "int64 argument"); t.is(o[5], 250, "uint8 argument"); t.i
 t.is(o[7], 4000000000, "uint32 argument")
 t.is(out:view("uint64")[8], 2^63 + 2^20, "uint64 argument")
 t.is(o[9], 1500, "float32 argument"); t.is(o[10], 2250000, "float64 argument"); t.is(o[11], 424242, "pointer argument")
--- plain numbers take the parameter's size
+-- plain numbers by the parameters' C types, read from the source's declaration
 out:fill(0, s)
-cuda.launch(s, one, every, out, -5, -300, -70000, -(1 << 40), 250, 65000, 4000000000, 123, 1.5, 2.25, pv)
+cuda.launch(s, one, every, out, -5, -300, -70000.0, -(1 << 40), 250, 65000, 4000000000, 2^20, 1.5, 2, pv)
+s:sync()
+t.ok(o[1] == -5 and o[3] == -70000 and o[7] == 4000000000 and o[8] == 1048576 and o[9] == 1500 and
+     o[10] == 2000000, "plain numbers converted to the parameters' C types (2^20 an integer, 2 a double)")
+t.raises(function() cuda.launch(s, one, every, out, -5, -300, 1 << 32, 0, 0, 0, 0, 0, 1.5, 2.25, pv) end,
+         "argument 4: 4294967296 is out of range for an int", "2^32 for an int")
+t.raises(function() cuda.launch(s, one, every, out, -5, -300, 0, 0, 0, 0, 0, 0, 1e300, 2.25, pv) end,
+         "argument 10: 1e%+300 is out of range for a float", "1e300 for a float")
+-- the same code without its source: types unknown, plain numbers take the parameter's size
+local sized = cuda.ObjectCode.from_data(obj.code):get_kernel("every_kind")
+out:fill(0, s)
+cuda.launch(s, one, sized, out, -5, -300, -70000, -(1 << 40), 250, 65000, 4000000000, 123, 1.5, 2.25, pv)
 s:sync()
 t.ok(o[1] == -5 and o[3] == -70000 and o[7] == 4000000000 and o[9] == 1500 and o[10] == 2250000,
      "plain numbers are sized by the kernel's parameters")
 -- a float with an integer value could be either: refused; exact integers pass
 local function every_with(h, x)
-  cuda.launch(s, one, every, out, -5, -300, -70000, -(1 << 40), 250, 65000, 4000000000, h, x, 2.25, pv)
+  cuda.launch(s, one, sized, out, -5, -300, -70000, -(1 << 40), 250, 65000, 4000000000, h, x, 2.25, pv)
 end
 t.raises(function() every_with(2^20, 1.5) end, "argument 9: 1048576%.0 is a float with an integer value",
          "2^20 for an 8-byte parameter")
 t.raises(function() every_with(123, 1e300) end, "argument 10: 1e%+300 is a float with an integer value",
          "1e300 for a float parameter")
-t.raises(function() cuda.launch(s, one, every, out, -5, -300, 1 << 32, 0, 0, 0, 0, 0, 1.5, 2.25, pv) end,
+t.raises(function() cuda.launch(s, one, sized, out, -5, -300, 1 << 32, 0, 0, 0, 0, 0, 1.5, 2.25, pv) end,
          "argument 4: 4294967296 does not fit a 4%-byte parameter", "2^32 for a 4-byte parameter")
 every_with(math.tointeger(2^20), 1.5)
 s:sync()
@@ -141,9 +152,9 @@ t.is(pos:view("uint32")[64], 32 + 1, "cooperative launch")
 local f = pinned:allocate(4)
 t.raises(function() cuda.launch(s, one, two, f) end, "kernel 'two' takes 2 arguments, got 1", "too few arguments")
 t.raises(function() cuda.launch(s, one, two, f, 1.0, 2) end, "takes 2 arguments, got 3", "too many arguments")
-t.raises(function() cuda.launch(s, one, two, f, cuda.f64(1)) end, "8%-byte float64 does not match the parameter's 4 bytes", "scalar size mismatch")
+t.raises(function() cuda.launch(s, one, two, f, cuda.f64(1)) end, "cuda%.f64%(1%.0%) for a float parameter: a typed scalar must be of the parameter's size", "scalar size mismatch")
 t.raises(function() cuda.launch(s, one, two, cuda.HostMemoryResource():allocate(4), 1.0) end, "pageable host memory", "pageable memory argument")
-t.raises(function() cuda.launch(s, one, two, f, "x") end, "expected a cuda%.Buffer, a typed scalar or a number, got string", "string argument")
+t.raises(function() cuda.launch(s, one, two, f, "x") end, "a string for a float parameter, which takes a number", "string argument")
 local closed = pinned:allocate(4); closed:close()
 t.raises(function() cuda.launch(s, one, two, closed, 1.0) end, "closed", "closed buffer")
 local dead = dev:create_stream(); dead:close()

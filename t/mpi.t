@@ -77,7 +77,7 @@ end
 -- Root is allowed (containers), processes may outnumber cores, and every
 -- byte goes over loopback: shared memory, or TCP on lo (ob1, so that no
 -- other transport picks an interface). No ssh is needed or tried.
-local function launch(nranks) return table.concat({
+local function launch(nranks, extra) return table.concat({
   "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
   "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_plm_rsh_agent=false",
   -- Plugins stay loaded, so that leak reports can name them (t/lsan.supp).
@@ -87,7 +87,7 @@ local function launch(nranks) return table.concat({
   "LUA_CPATH='" .. core .. "'",
   "timeout " .. t.time_limit(20), mpirun, "--oversubscribe -n", nranks,
   "--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo",
-  "--mca btl_vader_single_copy_mechanism none -x LUA_PATH -x LUA_CPATH", cudalua,
+  "--mca btl_vader_single_copy_mechanism none -x LUA_PATH -x LUA_CPATH", extra or "", cudalua,
 }, " ") end
 
 local function run_ranks(script, ...)
@@ -95,9 +95,9 @@ local function run_ranks(script, ...)
 end
 
 -- Every rank's checks, as TAP; a rank that did not finish is a failure.
-local function report(script, dir, rc, stderr)
+local function report(script, dir, rc, stderr, nranks)
   if not t.is(rc, 0, script .. ": mpirun exits 0") then t.diag(stderr) end
-  for rank = 0, NRANKS - 1 do
+  for rank = 0, (nranks or NRANKS) - 1 do
     local text = t.read_file(("%s/%s.%d"):format(dir, script, rank)) or ""
     for status, name, detail in text:gmatch("([^\t\n]+)\t([^\t\n]*)\t([^\n]*)\n") do
       if not t.ok(status == "ok", ("%s, rank %d: %s"):format(script, rank, name)) then t.diag(detail) end
@@ -114,6 +114,37 @@ for _, script in ipairs{"values", "buffers"} do
   local rc, _, stderr = run_ranks(script, dir, seed, NRANKS)
   report(script, dir, rc, stderr)
   os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- Device buffers through every operation, under the fake driver (device
+-- memory is host memory there; cuMemAlloc's is shared between processes,
+-- so CUDA IPC works between ranks): 2 and 4 ranks on 2 fake GPUs, with
+-- IPC, with the driver refusing it, with staging forced, and without
+-- NVRTC (device allreduce then reduces on the host).
+local fake_so = os.getenv("CUDALUA_FAKE_LIBCUDA")
+local function under_fake(mode)
+  return ("-x CUDALUA_LIBCUDA='%s' -x FAKECUDA_DEVICES=2%s%s"):format(fake_so,
+    mode == "refuse" and " -x FAKECUDA_IPC=refuse" or "", mode == "pinned" and " -x CUDALUA_MPI_STAGING=pinned"
+    or mode == "nokernel" and " -x CUDALUA_NVRTC=/nonexistent/libnvrtc.so -x CUDALUA_CACHE=off" or "")
+end
+if fake_so and io.open(fake_so) then
+  for _, case in ipairs{{2, "ipc"}, {4, "ipc"}, {2, "refuse"}, {4, "refuse"}, {2, "pinned"}, {4, "pinned"},
+                       {2, "nokernel"}} do
+    local nranks, mode = case[1], case[2]
+    local dir = t.tmpdir()
+    local rc, _, stderr = t.run(table.concat({launch(nranks, under_fake(mode)), tdir .. "/mpi_device.lua", dir, seed, mode}, " "))
+    report(("device.%s.%d"):format(mode, nranks), dir, rc, stderr, nranks)
+    os.execute("rm -rf '" .. dir .. "'")
+  end
+  -- A rank that dies while a device message streams through the ring.
+  local began = os.time()
+  local rc, out, stderr = t.run(table.concat({launch(NRANKS, under_fake("pinned")), tdir .. "/mpi_die.lua"}, " "))
+  t.ok(rc ~= 0 and rc ~= 124, "a rank dying mid-transfer ends the job with a non-zero status, not a hang")
+  t.like(stderr, "rank 1 dies mid%-transfer", "its message is on stderr")
+  t.ok(not out:find("finished a send") and not out:find("passed the barrier"), "no rank carries on without it")
+  t.ok(os.time() - began < t.time_limit(15), "the job ends at once")
+else
+  t.skip("no fake driver (CUDALUA_FAKE_LIBCUDA): device buffers through cuda.mpi", 1)
 end
 
 -- cuda.results across ranks (t/mpi_results.lua): rank 0 alone prints, one
@@ -168,21 +199,30 @@ do
 end
 
 -- bandwidth --mpi: ping-pong and bidirectional between ranks 0 and 1, host
--- buffers (no GPU needed), every size verified; ranks 2 and 3 wait.
-local function bandwidth_mpi(n, buffers)
+-- buffers (no GPU needed), every size verified, each row naming its path;
+-- ranks 2 and 3 wait. Device buffers on a GPU, and under the fake driver
+-- (IPC between the ranks, then forced staging).
+local function bandwidth_mpi(n, buffers, extra, path, path_pattern)
   local dir = t.tmpdir()
-  local rc, out, stderr = t.run(table.concat({launch(n), "bandwidth --mpi --mpi-buffers", buffers,
+  local rc, out, stderr = t.run(table.concat({launch(n, extra), "bandwidth --mpi --mpi-buffers", buffers,
     "--sizes 4K,1M --runs 3 --warmup 1 --json", dir .. "/b.json"}, " "))
-  if not t.is(rc, 0, "bandwidth --mpi, " .. buffers .. " buffers: exit 0") then t.diag(stderr) end
-  t.like(out, "MPI exchange between ranks 0 and 1 %((.-)%)", "bandwidth --mpi names the staging path")
-  t.ok(out:find("cuda%-aware") or out:find("pinned staging"), "the staging path is one of the two")
-  local _, verified = out:gsub("\n" .. buffers .. "%s+[%a-]+%s+%d+ [KM]B%s+[%d.]+%s+[%d.]+%s+yes", "")
-  t.is(verified, 4, "bandwidth --mpi: 2 tests x 2 sizes, each verified")
+  local what = ("bandwidth --mpi, %s buffers%s"):format(buffers, extra and ", " .. path or "")
+  if not t.is(rc, 0, what .. ": exit 0") then t.diag(stderr) end
+  t.like(out, "MPI exchange between ranks 0 and 1 %((.-)%)", what .. ": names the staging path")
+  t.ok(out:find("ipc on a node") or out:find("pinned staging"), what .. ": the staging path is one of the two")
+  local _, verified = out:gsub("\n" .. buffers .. "%s+[%a-]+%s+%d+ [KM]B%s+[%d.]+%s+[%d.]+%s+" .. (path_pattern or path or "[%a-]+") .. "%s+yes", "")
+  t.is(verified, 4, what .. ": 2 tests x 2 sizes, each verified, each naming its path")
   local doc = results.read(dir .. "/b.json") or {results = {}}
   local names = {}
-  for _, r in ipairs(doc.results) do names[#names + 1] = r.name .. (r.verified and "" or " (not verified)") end
+  for _, r in ipairs(doc.results) do
+    if r.name:find("^mpi") then names[#names + 1] = r.name .. (r.verified and "" or " (not verified)") end
+  end
   t.is(table.concat(names, ","), ("mpi ping-pong B 4096,mpi ping-pong B 1048576,mpi bidirectional B 4096,"
-    .. "mpi bidirectional B 1048576"):gsub("B", buffers), "bandwidth --mpi: the JSON holds every exchange, verified")
+    .. "mpi bidirectional B 1048576"):gsub("B", buffers), what .. ": the JSON holds every exchange, verified")
+  if buffers == "device" then
+    t.like(out, "the device's own copies at 1 MB: device to device [%d.]+ GB/s, pinned host to device [%d.]+ GB/s",
+           what .. ": the device's own rates, measured in the same run")
+  end
   os.execute("rm -rf '" .. dir .. "'")
 end
 bandwidth_mpi(NRANKS, "host")
@@ -190,6 +230,12 @@ if require("cuda").device_count() > 0 then
   bandwidth_mpi(2, "device")   -- two ranks on one GPU exchange device buffers
 else
   t.skip("no CUDA device: bandwidth --mpi with device buffers", 5)
+end
+if fake_so and io.open(fake_so) then
+  bandwidth_mpi(2, "device", under_fake("ipc"), "ipc")
+  bandwidth_mpi(2, "device", under_fake("pinned"), "staged", "[inlestagd]+")   -- 4K inline, 1M staged
+else
+  t.skip("no fake driver: bandwidth --mpi with device buffers, fake", 12)
 end
 
 -- A rank that raises an error ends the whole job, with its message.

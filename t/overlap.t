@@ -427,6 +427,26 @@ t.is(limits.both.median, 6, "limits: both copies at once: fork, two copies, join
 t.is(limits.h2d_pieces.median, 32, "limits: the copy in as 32 copies")
 t.near(limits.copy_cost_us, 1000, 1e-9, "limits: each copy's cost on top, in microseconds")
 t.near(limits.h2d_gbps, (1 << 18) / 1e6, 1e-9, "limits: bandwidth from the bytes and the time")
+t.ok(limits.both_pieces.median > limits.both.median, "limits: both copies as 32 copies each take more operations")
+t.near(limits.copy_cost_both_us, (limits.both_pieces.median - limits.both.median) / 31 * 1000, 1e-9,
+  "limits: each pair's cost on top, in microseconds")
+
+-- the bound the cost per operation implies, against the pipeline formula written out here
+do
+  local bytes = 64e6
+  local lim = {h2d = {median = 1.2}, d2h = {median = 1.1}, both = {median = 1.3}, kernel = {median = 0.3},
+               copy_cost_both_us = 6}
+  local best_n, best_ms
+  for n = 1, 64 do
+    local h, d, k, c = 1.2 / n, 1.1 / n, 0.3 / n, 0.006 + 1.3 / n
+    local ms = h + k + d + (n - 1) * math.max(c, k)
+    if not best_ms or ms < best_ms then best_n, best_ms = n, ms end
+  end
+  local bound = overlap.bound(lim, bytes)
+  t.ok(bound.chunks == best_n and math.abs(bound.ms - best_ms) < 1e-12,
+    ("bound: the pipeline model's best, %d chunks, %.3f ms"):format(best_n, best_ms))
+  t.is(bound.costs.queued_us, 6, "bound: a chunk costs the measured pair's cost")
+end
 
 local steps, done = 0, 0
 local found = overlap.search(big, {progress = {step = function(_, n) steps = steps + n end, done = function() done = done + 1 end}})

@@ -524,8 +524,9 @@ local function measure_size(ctx, series, legs, bytes, seed)
     end,
     check = function() verified = legs_correct(ctx, legs, bytes) and verified end,
   })
+  local f = bench.figure(stats.raw)
   return {bytes = bytes, ms = stats.median, min_ms = stats.min, max_ms = stats.max, samples_ms = stats.raw,
-          gbps = bytes / stats.median / 1e6, verified = verified}
+          ci_lo_ms = f.ci_lo, ci_hi_ms = f.ci_hi, gbps = bytes / stats.median / 1e6, verified = verified}
 end
 
 local function close_legs(legs)
@@ -602,6 +603,129 @@ function M.sweep(dev, opts)
   if ctx.head_start then ctx.head_start:close(ctx.streams[1]) end
   ctx.streams[1]:sync()
   return M.fit_all({sizes = sizes, series = list, failures = failures, seed = ctx.seed})
+end
+
+-- --- the cost per operation -------------------------------------------------------
+--
+-- What one more copy costs the copy engines, on top of its bytes: the same
+-- bytes (M.OP_COST_BYTES each way) issued as N copies, N = 1, 2, 4, ...,
+-- 64, all between the two events, one way (h2d, d2h: one stream) and both
+-- ways at once (both: the copies in on the main stream and the copies out
+-- on the second, chunk by chunk). The time grows by the slope for each
+-- copy; the slope of the least-squares line through (N, time) is the cost
+-- of one operation (both: of a pair, one copy each way). The pipeline
+-- model's steady state pays exactly that per chunk (queued_us).
+-- bench/bandwidth_ref --op-cost issues the same copies, and the same bytes
+-- as one cuMemcpyBatchAsync a direction: the cost per batched segment.
+
+M.OP_COUNTS = {1, 2, 4, 8, 16, 32, 64}
+M.OP_MODES = {"h2d", "d2h", "both"}
+M.OP_COST_BYTES = 64 << 20
+
+-- Least squares of y = intercept + slope * x over points {x =, y =}:
+-- {slope, intercept, se (the slope's standard error; 0 with two points),
+-- n}, or nil and why without two distinct x.
+function M.slope(points)
+  local n, sx, sy = #points, 0, 0
+  if n < 2 then return nil, "a slope needs at least two points" end
+  for _, p in ipairs(points) do sx, sy = sx + p.x, sy + p.y end
+  local mx, my = sx / n, sy / n
+  local sxx, sxy = 0, 0
+  for _, p in ipairs(points) do sxx, sxy = sxx + (p.x - mx) ^ 2, sxy + (p.x - mx) * (p.y - my) end
+  if sxx == 0 then return nil, "a slope needs two different x" end
+  local slope = sxy / sxx
+  local intercept = my - slope * mx
+  local rss = 0
+  for _, p in ipairs(points) do rss = rss + (p.y - intercept - slope * p.x) ^ 2 end
+  local se = n > 2 and math.sqrt(rss / (n - 2) / sxx) or 0
+  return {slope = slope, intercept = intercept, se = se, n = n}
+end
+
+-- The cost per operation of one mode's points ({n =, us =} each): {us, se,
+-- intercept_us, points}, or nil and why.
+function M.op_cost_fit(points)
+  local xy = {}
+  for i, p in ipairs(points) do xy[i] = {x = p.n, y = p.us} end
+  local line, why = M.slope(xy)
+  if not line then return nil, why end
+  return {us = line.slope, se = line.se, intercept_us = line.intercept, points = points}
+end
+
+-- "h2d 2.51 us (±0.10)" lines: one a mode of costs ({mode = fit}), with
+-- other ({mode = fit}, e.g. the raw C reference's) beside each where given.
+function M.format_op_costs(costs, other, other_label)
+  local lines = {}
+  for _, mode in ipairs(M.OP_MODES) do
+    local c = costs[mode]
+    if c then
+      local line = ("%-5s %7.2f us a %s (\u{b1}%.2f)"):format(mode, c.us, mode == "both" and "pair" or "copy", c.se)
+      local o = other and other[mode]
+      if o then line = line .. ("   %s %7.2f us (\u{b1}%.2f)"):format(other_label, o.us, o.se) end
+      lines[#lines + 1] = line
+    end
+  end
+  return table.concat(lines, "\n")
+end
+
+-- Measures the cost per operation on device dev: opts.bytes (default
+-- M.OP_COST_BYTES, a multiple of 256) each way as each count of opts.counts
+-- (default M.OP_COUNTS) copies, opts.runs timed runs (10) after
+-- opts.warmup (3), pinned host memory and the device's pool; the last run's
+-- destinations checked. Returns {bytes, failures, [mode] = op_cost_fit}.
+function M.op_cost(dev, opts)
+  opts = opts or {}
+  local total, counts = opts.bytes or M.OP_COST_BYTES, opts.counts or M.OP_COUNTS
+  local ctx = open_context(dev, opts, total)
+  local main, pinned, pool = ctx.streams[1], cuda.PinnedMemoryResource(), dev.memory_resource
+  local function leg(from, to, i)
+    return {src = from:allocate(total, main), dst = to:allocate(total, main), stream = ctx.streams[i],
+            join = ctx.joins[i], src_home = main, dst_home = main}
+  end
+  local result = {bytes = total, failures = 0}
+  for m, mode in ipairs(M.OP_MODES) do
+    local legs = mode == "h2d" and {leg(pinned, pool, 1)} or mode == "d2h" and {leg(pool, pinned, 1)}
+                 or {leg(pinned, pool, 1), leg(pool, pinned, 2)}
+    ctx.expect:slice(0, total):view("uint32"):random(0, 2^32, ctx.seed + m)
+    for _, l in ipairs(legs) do l.src:copy_from(ctx.expect:slice(0, total), main) end
+    main:sync()
+    local points = {}
+    for _, n in ipairs(counts) do
+      local chunk, pieces = total // n, {}
+      for i = 0, n - 1 do
+        for k, l in ipairs(legs) do pieces[#pieces + 1] = {l.src:slice(i * chunk, chunk), l.dst:slice(i * chunk, chunk), l.stream, k} end
+      end
+      local stats = M.time(main, function()
+        if #legs > 1 then legs[2].stream:wait(ctx.start) end
+        for _, piece in ipairs(pieces) do piece[2]:copy_from(piece[1], piece[3]) end
+        if #legs > 1 then legs[2].stream:record(legs[2].join); main:wait(legs[2].join) end
+      end, {runs = opts.runs, warmup = opts.warmup, events = {ctx.start, ctx.stop}, head_start = ctx.head_start,
+            prepare = function(s) for _, l in ipairs(legs) do l.dst:fill(M.POISON, s) end end})
+      if not legs_correct(ctx, legs, total) then result.failures = result.failures + 1 end
+      local f = bench.figure(stats.raw)
+      points[#points + 1] = {n = n, us = f.median * 1e3, ci_lo = f.ci_lo * 1e3, ci_hi = f.ci_hi * 1e3}
+      if opts.progress then opts.progress:step(1) end
+    end
+    result[mode] = M.op_cost_fit(points)
+    close_legs(legs)
+  end
+  if ctx.head_start then ctx.head_start:close(main) end
+  main:sync()
+  return result
+end
+
+-- The raw C reference's op-cost figures (bench.reference's, "<prefix>_<mode>_<n>"
+-- in microseconds) as fits by mode, or nil when it printed none.
+function M.reference_op_costs(figures, prefix)
+  local costs, any = {}, false
+  for _, mode in ipairs(M.OP_MODES) do
+    local points = {}
+    for _, n in ipairs(M.OP_COUNTS) do
+      local f = figures[("%s_%s_%d"):format(prefix, mode, n)]
+      if f then points[#points + 1] = {n = n, us = f.median, ci_lo = f.ci_lo, ci_hi = f.ci_hi} end
+    end
+    if #points >= 2 then costs[mode], any = M.op_cost_fit(points), true end
+  end
+  return any and costs or nil
 end
 
 -- --- the peer matrix: recording (needs a GPU) ------------------------------------------

@@ -436,14 +436,17 @@ local function shell_quote(word)
   return "'" .. tostring(word):gsub("'", "'\\''") .. "'"
 end
 
--- "<key> <number> ...": the key and the numbers named by columns, or nil
--- if the line has another number of words or a word that is not a number.
-local function parse_figure(line, columns)
+-- "<key> <number> ...": the key and the numbers named by columns, then
+-- those named by optional (all of them or none), or nil if the line has
+-- another number of words or a word that is not a number.
+local function parse_figure(line, columns, optional)
   local words = {}
   for word in line:gmatch("%S+") do words[#words + 1] = word end
-  if #words ~= #columns + 1 then return nil end
+  local names = table.move(columns, 1, #columns, 1, {})
+  if optional and #words == #columns + #optional + 1 then table.move(optional, 1, #optional, #names + 1, names) end
+  if #words ~= #names + 1 then return nil end
   local figure = {}
-  for i, column in ipairs(columns) do
+  for i, column in ipairs(names) do
     figure[column] = tonumber(words[i + 1])
     if not figure[column] then return nil end
   end
@@ -455,8 +458,10 @@ end
 -- figure, "<key> <number> ...", its numbers named by columns (for example
 -- {"median", "min", "max"}). Returns the figures by key and the header
 -- lines, or nil and a message if the program cannot run, fails, or prints
--- any other line.
-function M.reference(path, arguments, columns)
+-- any other line. optional: more columns a line may carry after those
+-- (the references print {"n", "ci_lo", "ci_hi"}: the run count and the
+-- median's 95% interval).
+function M.reference(path, arguments, columns, optional)
   local words = {shell_quote(path)}
   for _, a in ipairs(arguments) do words[#words + 1] = shell_quote(a) end
   local pipe, why = io.popen(table.concat(words, " "), "r")
@@ -466,7 +471,7 @@ function M.reference(path, arguments, columns)
     if line:sub(1, 1) == "#" then
       header[#header + 1] = line
     else
-      local key, figure = parse_figure(line, columns)
+      local key, figure = parse_figure(line, columns, optional)
       if key then figures[key] = figure else stray = stray or line end
     end
   end
@@ -476,6 +481,82 @@ function M.reference(path, arguments, columns)
     return nil, ("%s printed a line that is not '<key> <%s>': %q"):format(path, table.concat(columns, "> <"), stray)
   end
   return figures, header
+end
+
+-- --- ratios with their uncertainty -------------------------------------------------
+
+M.REFERENCE_COLUMNS = {"median", "min", "max"}
+M.REFERENCE_SPREAD = {"n", "ci_lo", "ci_hi"}
+
+-- A figure for ratio from samples (any order): {median, ci_lo, ci_hi, n},
+-- the interval the median's 95% confidence interval (bench.median_ci), or
+-- the samples' min and max below 6 samples.
+function M.figure(samples)
+  local sorted = sorted_copy(samples)
+  local ci = M.median_ci(sorted) or {sorted[1], sorted[#sorted]}
+  return {median = middle(sorted), ci_lo = ci[1], ci_hi = ci[2], n = #sorted}
+end
+
+-- The half width of a figure's interval relative to its median, or nil
+-- when the figure carries none (a reference of the older format).
+local function relative_spread(f)
+  if not (f.ci_lo and f.ci_hi) or f.median <= 0 then return nil end
+  return (f.ci_hi - f.ci_lo) / 2 / f.median
+end
+
+-- ours / theirs, two figures ({median, ci_lo, ci_hi}): {ratio, uncertainty,
+-- outside}. The uncertainty is the two medians' relative half widths added
+-- in quadrature, times the ratio; outside says the ratio is further from 1
+-- than that (nil without intervals).
+function M.ratio(ours, theirs)
+  local r = {ratio = ours.median / theirs.median}
+  local a, b = relative_spread(ours), relative_spread(theirs)
+  if a and b then
+    r.uncertainty = r.ratio * math.sqrt(a * a + b * b)
+    r.outside = math.abs(r.ratio - 1) > r.uncertainty
+  end
+  return r
+end
+
+-- "1.013 ±0.008", or the ratio alone without an uncertainty.
+function M.format_ratio(r)
+  if not r.uncertainty then return ("%.3f"):format(r.ratio) end
+  return ("%.3f \u{b1}%.3f"):format(r.ratio, r.uncertainty)
+end
+
+-- The one-line flag of a ratio outside its band around 1, or nil. what
+-- names the figure; lower says what a ratio below 1 means ("cudalua
+-- faster" for a time ratio).
+function M.ratio_flag(what, r, lower, higher)
+  if not r.outside then return nil end
+  return ("FLAG %s: ratio %s is outside its uncertainty of 1 (%s)"):format(what, M.format_ratio(r),
+    r.ratio < 1 and (lower or "below") or (higher or "above"))
+end
+
+-- Prints a comparison with raw C: a header of opts.columns (the label's,
+-- ours, theirs), then a line per row {label, ours, theirs} (figures as
+-- for ratio) with both medians (opts.value, default "%12.2f"), the ratio
+-- and its uncertainty ('*' outside it), then a FLAG line for each ratio
+-- outside its band (opts.below, opts.above: what a ratio under or over 1
+-- means) and a closing count. opts.width: the label column (24). Returns
+-- the rows, each with ratio, uncertainty and outside added, and the count
+-- flagged.
+function M.print_ratios(rows, opts)
+  local width, value = opts.width or 24, opts.value or "%12.2f"
+  local cols = opts.columns
+  print(("%-" .. width .. "s %12s %12s %16s"):format(cols[1], cols[2], cols[3], "ratio"))
+  local flags = {}
+  for _, row in ipairs(rows) do
+    local r = M.ratio(row.ours, row.theirs)
+    row.ratio, row.uncertainty, row.outside = r.ratio, r.uncertainty, r.outside
+    print(("%-" .. width .. "s " .. value .. " " .. value .. " %16s%s"):format(row.label, row.ours.median,
+      row.theirs.median, M.format_ratio(r), r.outside and " *" or ""))
+    flags[#flags + 1] = M.ratio_flag((row.label:gsub("%s+", " ")), r, opts.below, opts.above)
+  end
+  for _, line in ipairs(flags) do print(line) end
+  print(#flags == 0 and "(every ratio within its uncertainty of 1)"
+        or ("(%d of %d ratios outside their uncertainty of 1: *)"):format(#flags, #rows))
+  return rows, #flags
 end
 
 -- "1.23 ms (±0.04)": median, then the sample standard deviation.

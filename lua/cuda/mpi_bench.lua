@@ -4,9 +4,14 @@
 -- sizes, in host and in device buffers, every size verified.
 --
 -- Times are host wall-clock (cuda.clock) around the MPI calls, as an
--- application sees them: on an MPI that is not CUDA-aware, a device
--- buffer's staging through pinned memory (cuda.mpi) is part of the time.
--- Host buffers are cuda.HostMemoryResource's, so the host rows need no GPU.
+-- application sees them: a device buffer's path through cuda.mpi (CUDA IPC
+-- on a node, the pinned staging ring elsewhere) is part of the time, and
+-- each row names the path its messages took (mpi.path). Host buffers are
+-- cuda.HostMemoryResource's, so the host rows need no GPU; device buffers
+-- are plain allocations (cuda.DeviceMemoryResource(dev, {pool = false})),
+-- which IPC can map. With device buffers, rank 0 also times the device's
+-- own copies in the same run (device to device, pinned host to device, at
+-- the largest size): the yardsticks of the exchange's rates.
 local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
@@ -14,6 +19,8 @@ local bench = require "cuda.bench"
 local M = {}
 
 M.TESTS = {"ping-pong", "bidirectional"}
+-- Latency from 8 B to 4 KiB, rate up to 256 MiB.
+M.DEFAULT_SIZES = {8, 64, 512, 4096, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20}
 M.BUFFERS = {"host", "device"}
 local TAG = 4242
 local POISON = 0xA5
@@ -60,7 +67,7 @@ end
 local function buffers(space, kind, bytes)
   local mine = pattern(space, space.pair.me, bytes)
   if kind == "host" then return mine, space.host:allocate(bytes) end
-  local send, recv = space.dev.memory_resource:allocate(bytes, space.stream), space.dev.memory_resource:allocate(bytes, space.stream)
+  local send, recv = space.plain:allocate(bytes, space.stream), space.plain:allocate(bytes, space.stream)
   send:copy_from(mine, space.stream)
   space.stream:sync()
   mine:close()
@@ -90,6 +97,7 @@ end
 -- One (kind, test, size): warm-up, timed exchanges, then one exchange
 -- into a poisoned buffer, checked. A row of M.exchange.
 local function measure(mpi, space, kind, test, bytes)
+  -- the path and why are those of the last message to the peer: this one's
   local send, recv = buffers(space, kind, bytes)
   local closing <close> = setmetatable({}, {__close = function() send:close() recv:close() end})
   -- bytes moved per exchange; a ping-pong's message takes half the round trip
@@ -107,8 +115,9 @@ local function measure(mpi, space, kind, test, bytes)
   meet(mpi, space)
   exchange(mpi, test, space.pair, send, recv)
   local gbps = bench.median(rates)
+  local path, why = mpi.path(space.pair.peer)
   return {buffers = kind, test = test, bytes = bytes, rates = rates, gbps = gbps, us = moved / gbps / 1e3,
-          verified = arrived(space, kind, test, recv)}
+          verified = arrived(space, kind, test, recv), path = path, why = why}
 end
 
 -- Runs the exchange on ranks 0 and 1 of mpi (cuda.mpi); other ranks wait.
@@ -124,6 +133,7 @@ function M.exchange(mpi, opts)
   local rows = {}
   if mpi.rank > 1 then mpi.barrier() return rows end
   local space = {pair = {me = mpi.rank, peer = 1 - mpi.rank}, host = cuda.HostMemoryResource(), dev = opts.device,
+                 plain = opts.device and cuda.DeviceMemoryResource(opts.device, {pool = false}),
                  stream = opts.device and opts.device:create_stream(), seed = opts.seed or os.time(),
                  runs = opts.runs or 10, warmup = opts.warmup or 3}
   space.token = space.host:allocate(1)
@@ -136,16 +146,43 @@ function M.exchange(mpi, opts)
   return rows
 end
 
--- The rows as a table, the staging path (mpi.staging) named.
+-- The rows as a table, the staging path (mpi.staging) named, and the
+-- reasons a device path was not IPC, once each.
 function M.format_table(rows, staging)
   local lines = {("--- MPI exchange between ranks 0 and 1 (%s): median GB/s (bidirectional: both ways " ..
                   "together), us a message ---"):format(staging),
-                 ("%-7s %-14s %10s %10s %12s  %s"):format("buffers", "test", "bytes", "GB/s", "us", "verified")}
+                 ("%-7s %-14s %10s %10s %12s  %-8s %s"):format("buffers", "test", "bytes", "GB/s", "us", "path", "verified")}
+  local reasons, seen = {}, {}
   for _, r in ipairs(rows) do
-    lines[#lines + 1] = ("%-7s %-14s %10s %10.2f %12.2f  %s"):format(r.buffers, r.test, cli.format_bytes(r.bytes),
-      r.gbps, r.us, r.verified and "yes" or "FAILED")
+    lines[#lines + 1] = ("%-7s %-14s %10s %10.2f %12.2f  %-8s %s"):format(r.buffers, r.test, cli.format_bytes(r.bytes),
+      r.gbps, r.us, r.path or "-", r.verified and "yes" or "FAILED")
+    if r.why and not seen[r.why] then seen[r.why] = true reasons[#reasons + 1] = "(not IPC: " .. r.why .. ")" end
   end
+  for _, why in ipairs(reasons) do lines[#lines + 1] = why end
   return table.concat(lines, "\n")
+end
+
+-- The device's own rates at bytes, GB/s (median of runs): a device-to-device
+-- copy, and pinned host memory to the device; the yardsticks of the
+-- exchange, measured in the same run.
+function M.references(dev, bytes, runs)
+  local s = dev:create_stream()
+  local a <close> = dev.memory_resource:allocate(bytes, s)
+  local b <close> = dev.memory_resource:allocate(bytes, s)
+  local h <close> = cuda.PinnedMemoryResource{device = dev}:allocate(bytes)
+  local start, stop = dev:create_event{timing = true}, dev:create_event{timing = true}
+  local function rate(copy)
+    local samples = {}
+    for i = 1, (runs or 10) + 2 do
+      s:record(start)
+      copy()
+      s:record(stop)
+      stop:sync()
+      if i > 2 then samples[#samples + 1] = bytes / ((stop - start) / 1e3) / 1e9 end
+    end
+    return bench.median(samples)
+  end
+  return {d2d = rate(function() a:copy_to(b, s) end), h2d = rate(function() h:copy_to(a, s) end)}
 end
 
 -- Adds --mpi and --mpi-buffers to the bandwidth script's parser.
@@ -160,7 +197,8 @@ end
 -- results (rank 0's: the two ranks measure the same exchanges). args: the
 -- bandwidth script's (sizes, mpi_buffers, runs, warmup, device and the
 -- output options). Returns whether every exchange this rank checked arrived.
-function M.run(args, default_sizes)
+function M.run(args)
+  local default_sizes = M.DEFAULT_SIZES
   local mpi = require "cuda.mpi"
   local results = require "cuda.results"
   local kinds = args.mpi_buffers or M.BUFFERS
@@ -171,11 +209,30 @@ function M.run(args, default_sizes)
                                 warmup = args.warmup, device = dev, seed = os.time() % 100000})
   local passed = true
   for _, r in ipairs(rows) do passed = passed and r.verified end
-  if mpi.rank == 0 then print(M.format_table(rows, mpi.staging)) end
+  local refs
+  if dev and mpi.rank == 0 then
+    local at = 0   -- 64 MiB when among the sizes, else the largest
+    for _, bytes in ipairs(args.sizes or default_sizes) do
+      if at ~= 64 << 20 then at = (bytes == 64 << 20) and bytes or math.max(at, bytes) end
+    end
+    refs = M.references(dev, at, args.runs)
+    refs.bytes = at
+  end
+  if mpi.rank == 0 then
+    print(M.format_table(rows, mpi.staging))
+    if refs then
+      print(("--- the device's own copies at %s: device to device %.1f GB/s, pinned host to device %.1f GB/s ---")
+            :format(cli.format_bytes(refs.bytes), refs.d2d, refs.h2d))
+    end
+  end
   local run = results.new("bandwidth", {device = dev, argv = arg})
   for _, r in ipairs(mpi.rank == 0 and rows or {}) do
     run:add(("mpi %s %s %d"):format(r.test, r.buffers, r.bytes), "GB/s", r.rates,
-            {median = r.gbps, bytes = r.bytes, us = r.us, verified = r.verified})
+            {median = r.gbps, bytes = r.bytes, us = r.us, verified = r.verified, path = r.path, why = r.why})
+  end
+  if refs then
+    run:add("copy d2d " .. refs.bytes, "GB/s", {refs.d2d}, {bytes = refs.bytes})
+    run:add("copy h2d pinned " .. refs.bytes, "GB/s", {refs.h2d}, {bytes = refs.bytes})
   end
   run:finish(args, passed, {staging = mpi.staging, ranks = mpi.size})
   return passed

@@ -450,12 +450,19 @@ local LIMIT_OPS = {
     p.pieces = p.pieces or bind_chunks(p, M.split(p.n, M.weights(PIECES, 0)))
     for i = 1, #p.pieces do copy_in(p, p.pieces[i], p.main) end
   end},
+  {"both_pieces", "H2D + D2H as 32 copies each", function(p)
+    p.both_pieces = p.both_pieces or p:bind(M.copies({chunks = M.split(p.n, M.weights(PIECES, 0))}, 1))
+    p:issue(p.both_pieces)
+  end},
 }
 
 -- The limits from each op's bench.stats (by key): copy_cost_us, what each
--- copy costs on top; limit = max(h2d, d2h, kernel) medians; h2d_gbps, d2h_gbps.
+-- copy in costs on top, and copy_cost_both_us, what each pair costs with
+-- both directions busy (a copy each way: the pipeline's steady state);
+-- limit = max(h2d, d2h, kernel) medians; h2d_gbps, d2h_gbps.
 local function derive_limits(bytes, l)
   l.copy_cost_us = (l.h2d_pieces.median - l.h2d.median) / (PIECES - 1) * 1000
+  l.copy_cost_both_us = (l.both_pieces.median - l.both.median) / (PIECES - 1) * 1000
   l.limit = math.max(l.h2d.median, l.d2h.median, l.kernel.median)
   l.h2d_gbps, l.d2h_gbps = bytes / l.h2d.median / 1e6, bytes / l.d2h.median / 1e6
   return l
@@ -468,6 +475,21 @@ function Pipeline:limits()
   local l = {}
   for _, op in ipairs(LIMIT_OPS) do l[op[1]] = self:time(function() op[3](self) end, nil, op[2]) end
   return derive_limits(self.bytes, l)
+end
+
+-- The best the copies' cost per operation allows this problem: cuda.bandwidth's
+-- pipeline model (pipeline_ms) with the measured limits: the rates of the
+-- whole copies (h2d, d2h, both at once), the kernel's time, and
+-- copy_cost_both_us a chunk in the steady state. {chunks, ms, continuous}
+-- (bandwidth.best_chunks), the costs used beside it (costs).
+function M.bound(limits, bytes, max_chunks)
+  local bandwidth = require "cuda.bandwidth"
+  local function fit(stats) return {fixed_us = 0, gbps = bytes / stats.median / 1e6} end
+  local costs = {bytes = bytes, kernel_ms = limits.kernel.median, h2d = fit(limits.h2d), d2h = fit(limits.d2h),
+                 both = fit(limits.both), queued_us = limits.copy_cost_both_us}
+  local best = bandwidth.best_chunks(costs, max_chunks)
+  best.costs = costs
+  return best
 end
 
 -- --- several GPUs at once ------------------------------------------------------------

@@ -36,6 +36,7 @@ function M.limit_lines(limits)
     ("D2H alone:           %s (%.1f GB/s)"):format(ms(limits.d2h), limits.d2h_gbps),
     ("H2D + D2H together:  %s"):format(ms(limits.both)),
     ("H2D as 32 copies:    %s (each copy costs %.1f us more)"):format(ms(limits.h2d_pieces), limits.copy_cost_us),
+    ("Both, 32 copies each: %s (each pair costs %.1f us more)"):format(ms(limits.both_pieces), limits.copy_cost_both_us),
     ("Kernel alone:        %s"):format(ms(limits.kernel)),
     ("Limit:               %.3f ms = max(H2D, D2H, kernel); no schedule can beat it"):format(limits.limit),
   }
@@ -45,7 +46,8 @@ end
 function M.limits_report(limits, sequential)
   return {h2d_ms = limits.h2d.median, d2h_ms = limits.d2h.median, both_ms = limits.both.median,
           kernel_ms = limits.kernel.median, limit_ms = limits.limit, h2d_32_copies_ms = limits.h2d_pieces.median,
-          copy_cost_us = limits.copy_cost_us, h2d_gbps = limits.h2d_gbps, d2h_gbps = limits.d2h_gbps,
+          copy_cost_us = limits.copy_cost_us, copy_cost_both_us = limits.copy_cost_both_us,
+          both_32_copies_ms = limits.both_pieces.median, h2d_gbps = limits.h2d_gbps, d2h_gbps = limits.d2h_gbps,
           sequential_vs_sum = sequential and sequential.median_ms / (limits.h2d.median + limits.kernel.median
                                                                      + limits.d2h.median)}
 end

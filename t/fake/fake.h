@@ -18,6 +18,7 @@
 
 #define FAKE_MAX_DEVICES 8
 #define FAKE_MAX_PARAMS 80   /* more than cudalua's 64, to test its limit */
+#define FAKE_PARAM_BYTES 4096   /* a kernel's parameter buffer, as the driver's classic limit */
 
 /* What the live-object counters track, for leak checks from Lua. */
 enum fake_Kind { FAKE_ALLOC, FAKE_STREAM, FAKE_EVENT, FAKE_LIBRARY, FAKE_GRAPH, FAKE_POOL,
@@ -72,7 +73,7 @@ struct fake_Work {
   enum fake_WorkKind kind;
   unsigned long long node;
   union {
-    struct { CUfunction fn; unsigned char params[FAKE_MAX_PARAMS][8]; } kernel;
+    struct { CUfunction fn; unsigned char args[FAKE_PARAM_BYTES]; } kernel;   /* at their offsets */
     struct { void *dst; const void *src; size_t n; } memcpy;
     struct { void *dst; unsigned value; unsigned elem; size_t count; } memset;
     struct { CUevent ev; } event;
@@ -123,7 +124,7 @@ CUresult fake_function_param(CUfunction fn, size_t i, size_t *offset, size_t *si
 int fake_function_shmem_limit(CUfunction fn);
 
 /* launch.c */
-void fake_kernel_run(CUfunction fn, unsigned char (*params)[8]);
+void fake_kernel_run(CUfunction fn, const unsigned char *args);
 CUresult fake_kernel_item(struct fake_Work *w, CUfunction fn, const unsigned grid[3],
                           const unsigned block[3], unsigned shmem, void **params);
 

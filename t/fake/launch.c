@@ -2,11 +2,15 @@
 /* launch.c: kernel launches and the host emulations of cudalua's bundled
  * kernels (the .cu files in kernels/), found by name.
  *
- * A launch copies its parameter values (up to 8 bytes each, all the bundled
- * kernels need) into a work item, so a captured launch replays with the
- * values of its capture, as on a GPU. The emulations loop over all n
- * elements, as the kernels' grid-stride loops do for any grid. Kernels
- * without an emulation run as no-ops. */
+ * A launch copies its parameter values into a work item's parameter buffer,
+ * each at its offset as the driver lays them out, so a captured launch
+ * replays with the values of its capture, as on a GPU. The emulations loop
+ * over all n elements, as the kernels' grid-stride loops do for any grid.
+ * A kernel whose name contains "echo_params" and whose first parameter is
+ * a pointer copies the buffer from its second parameter's offset on to
+ * that pointer: the tests compare what cudalua packed, bit for bit, with
+ * what a GPU kernel would have received. Other kernels without an
+ * emulation run as no-ops. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -42,16 +46,105 @@ static void scale_and_bias(Param *p)
     data[i] = data[i] * scale + bias;
 }
 
+/* mpi_reduce_<op>_<dtype>(T *acc, const T *in, u64 n) (kernels/mpi_reduce.cu) */
+#define REDUCE_LOOP(T)                                                           \
+  do {                                                                           \
+    T *acc = (T *)(uintptr_t)param_u64(p[0]);                                    \
+    const T *in = (const T *)(uintptr_t)param_u64(p[1]);                         \
+    for (uint64_t i = 0, n = param_u64(p[2]); i < n; i++)                        \
+      acc[i] = op == 0 ? (T)(acc[i] + in[i]) : op == 1 ? (in[i] < acc[i] ? in[i] : acc[i]) \
+                                              : (in[i] > acc[i] ? in[i] : acc[i]); \
+  } while (0)
+
+static int mpi_reduce(const char *name, Param *p)
+{
+  static const char *const ops[] = {"sum_", "min_", "max_"};
+  const char *prefix = "mpi_reduce_";
+  if (strncmp(name, prefix, strlen(prefix)) != 0)
+    return 0;
+  name += strlen(prefix);
+  int op = -1;
+  for (int i = 0; i < 3; i++)
+    if (strncmp(name, ops[i], 4) == 0)
+      op = i;
+  if (op < 0)
+    return 0;
+  name += 4;
+  if (strcmp(name, "float32") == 0) REDUCE_LOOP(float);
+  else if (strcmp(name, "float64") == 0) REDUCE_LOOP(double);
+  else if (strcmp(name, "int8") == 0) REDUCE_LOOP(int8_t);
+  else if (strcmp(name, "int16") == 0) REDUCE_LOOP(int16_t);
+  else if (strcmp(name, "int32") == 0) REDUCE_LOOP(int32_t);
+  else if (strcmp(name, "int64") == 0) REDUCE_LOOP(int64_t);
+  else if (strcmp(name, "uint8") == 0) REDUCE_LOOP(uint8_t);
+  else if (strcmp(name, "uint16") == 0) REDUCE_LOOP(uint16_t);
+  else if (strcmp(name, "uint32") == 0) REDUCE_LOOP(uint32_t);
+  else if (strcmp(name, "uint64") == 0) REDUCE_LOOP(uint64_t);
+  else
+    return 0;
+  return 1;
+}
+
 static const struct { const char *name; int nparams; void (*run)(Param *); } emulations[] = {
   {"vector_scale", 4, vector_scale},
   {"scale_and_bias", 4, scale_and_bias},
 };
 
-void fake_kernel_run(CUfunction fn, Param *params)
+/* The buffer past the first parameter, to the address in the first. */
+static void echo_params(CUfunction fn, const unsigned char *args)
 {
+  size_t first = 0, offset = 0, size = 0, end = 0;
+  int n = fake_function_nparams(fn);
+  if (n < 2 || fake_function_param(fn, 0, &first, &size) != CUDA_SUCCESS || size != 8)
+    return;
+  for (int i = 1; i < n; i++)
+    if (fake_function_param(fn, (size_t)i, &offset, &size) == CUDA_SUCCESS && offset + size > end)
+      end = offset + size;
+  fake_function_param(fn, 1, &offset, &size);
+  unsigned char *out = (unsigned char *)(uintptr_t)param_u64(args + first);
+  memcpy(out, args + offset, end - offset);
+}
+
+/* span2d_scale(struct {float *data; long rows, cols, stride;} m, float s):
+ * a struct by value, t/args_gpu.t's mdspan. */
+static void span2d_scale(CUfunction fn, const unsigned char *args)
+{
+  size_t m = 0, sp = 0, size = 0;
+  if (fake_function_nparams(fn) != 2 || fake_function_param(fn, 0, &m, &size) != CUDA_SUCCESS ||
+      size != 32 || fake_function_param(fn, 1, &sp, &size) != CUDA_SUCCESS || size != 4)
+    return;
+  float *data = (float *)(uintptr_t)param_u64(args + m), s = param_f32(args + sp);
+  int64_t rows, cols, stride;
+  memcpy(&rows, args + m + 8, 8);
+  memcpy(&cols, args + m + 16, 8);
+  memcpy(&stride, args + m + 24, 8);
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++)
+      data[i * stride + j] *= s;
+}
+
+void fake_kernel_run(CUfunction fn, const unsigned char *args)
+{
+  Param params[FAKE_MAX_PARAMS];
+  int n = fake_function_nparams(fn);
+  if (strstr(fake_function_name(fn), "echo_params")) {
+    echo_params(fn, args);
+    return;
+  }
+  if (strcmp(fake_function_name(fn), "span2d_scale") == 0) {
+    span2d_scale(fn, args);
+    return;
+  }
+  for (int i = 0; i < n && i < FAKE_MAX_PARAMS; i++) {
+    size_t offset = 0, size = 0;
+    memset(params[i], 0, sizeof params[i]);
+    if (fake_function_param(fn, (size_t)i, &offset, &size) == CUDA_SUCCESS)
+      memcpy(params[i], args + offset, size < 8 ? size : 8);
+  }
+  if (n == 3 && mpi_reduce(fake_function_name(fn), params))
+    return;
   for (size_t i = 0; i < sizeof emulations / sizeof emulations[0]; i++)
-    if (strcmp(fake_function_name(fn), emulations[i].name) == 0 &&
-        fake_function_nparams(fn) == emulations[i].nparams)
+    if (strcmp(fake_function_name(fn), emulations[i].name) == 0 && n == emulations[i].nparams)
       emulations[i].run(params);
 }
 
@@ -75,7 +168,9 @@ CUresult fake_kernel_item(struct fake_Work *w, CUfunction fn, const unsigned gri
   for (int i = 0; i < n && i < FAKE_MAX_PARAMS; i++) {
     size_t offset = 0, size = 0;
     fake_function_param(fn, (size_t)i, &offset, &size);
-    memcpy(w->u.kernel.params[i], params[i], size < 8 ? size : 8);
+    if (offset + size > FAKE_PARAM_BYTES)
+      return CUDA_ERROR_INVALID_VALUE;
+    memcpy(w->u.kernel.args + offset, params[i], size);
   }
   return CUDA_SUCCESS;
 }

@@ -4,10 +4,23 @@
  * Every allocation is its own malloc'd block of exactly the size asked for,
  * and its CUdeviceptr is the host address (unified addressing): cudalua's
  * views read device memory directly, and ASan sees every overflow. Pools are
- * bookkeeping only: used and reserved bytes, a release threshold. */
+ * bookkeeping only: used and reserved bytes, a release threshold.
+ *
+ * cuMemAlloc's memory is a memfd mapped shared instead, so that CUDA IPC
+ * works between processes of one host: a handle names the exporter's pid
+ * and descriptor, and cuIpcOpenMemHandle maps /proc/PID/fd/FD. A freed
+ * allocation's address and descriptor number come back for the next one of
+ * its size, as a GPU reuses addresses: whoever caches a mapping by address
+ * sees the old memory. FAKECUDA_IPC=refuse makes cuIpcOpenMemHandle fail
+ * (CUDA_ERROR_NOT_SUPPORTED), as a driver without IPC does. */
+#define _GNU_SOURCE   /* memfd_create */
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fake.h"
 
@@ -22,6 +35,8 @@ struct Allocation {
   size_t size;
   CUmemoryPool pool;       /* NULL: not from a pool */
   int host;                /* cuMemHostAlloc: freed by cuMemFreeHost */
+  int fd;                  /* cuMemAlloc's memfd, else -1 */
+  int opened;              /* mapped by cuIpcOpenMemHandle: unmapped by cuIpcCloseMemHandle */
 };
 
 static struct Allocation *allocations;
@@ -43,7 +58,7 @@ static CUresult track(void **out, size_t n, CUmemoryPool pool, int host)
     free(p);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  *a = (struct Allocation){allocations, p, n, pool, host};
+  *a = (struct Allocation){allocations, p, n, pool, host, -1, 0};
   allocations = a;
   allocated += n;
   fake_live[FAKE_ALLOC]++;
@@ -70,11 +85,138 @@ static CUresult release(void *p, int host)
   struct Allocation *a = untrack(p, host);
   if (!a)
     return CUDA_ERROR_INVALID_VALUE;
+  if (a->opened) {   /* cuMemFree of an IPC mapping: the driver refuses it */
+    a->next = allocations;
+    allocations = a;
+    allocated += a->size;
+    fake_live[FAKE_ALLOC]++;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (a->pool)
     a->pool->used -= a->size;
-  free(a->p);
+  if (a->fd >= 0) {
+    munmap(a->p, a->size);
+    close(a->fd);
+  } else
+    free(a->p);
   free(a);
   return CUDA_SUCCESS;
+}
+
+/* A shared mapping of fd's n bytes, tracked like any allocation. */
+static CUresult track_mapping(void **out, int fd, size_t n, int opened)
+{
+  if (n > FAKE_TOTAL_MEM - allocated)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  struct Allocation *a = malloc(sizeof *a);
+  void *p = a ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (p == MAP_FAILED) {
+    free(a);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *a = (struct Allocation){allocations, p, n, NULL, 0, opened ? -1 : fd, opened};
+  allocations = a;
+  allocated += n;
+  fake_live[FAKE_ALLOC]++;
+  *out = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t n)
+{
+  FAKE_ENTER(cuMemAlloc);
+  void *p = NULL;
+  if (!dptr || n == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  int fd = memfd_create("fakecuda", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)n) != 0) {
+    if (fd >= 0)
+      close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult r = track_mapping(&p, fd, n, 0);
+  if (r != CUDA_SUCCESS)
+    close(fd);
+  else
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+  return r;
+}
+
+static struct Allocation *containing(CUdeviceptr ptr)
+{
+  for (struct Allocation *a = allocations; a; a = a->next)
+    if (!a->host && ptr >= (uintptr_t)a->p && ptr < (uintptr_t)a->p + a->size)
+      return a;
+  return NULL;
+}
+
+CUresult fake_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
+{
+  FAKE_ENTER(cuMemGetAddressRange);
+  struct Allocation *a = containing(ptr);
+  if (!a)
+    return CUDA_ERROR_NOT_FOUND;
+  if (base)
+    *base = (CUdeviceptr)(uintptr_t)a->p;
+  if (size)
+    *size = a->size;
+  return CUDA_SUCCESS;
+}
+
+/* The handle's bytes: a tag, then the exporter's pid, descriptor and size. */
+struct fake_IpcHandle { char tag[8]; int pid, fd; size_t size; };
+
+CUresult fake_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr)
+{
+  FAKE_ENTER(cuIpcGetMemHandle);
+  struct Allocation *a = containing(ptr);
+  if (!handle || !a || (uintptr_t)a->p != ptr || a->fd < 0)
+    return CUDA_ERROR_INVALID_VALUE;   /* pool, managed or opened memory, or not a base */
+  struct fake_IpcHandle h = {"fakeipc", (int)getpid(), a->fd, a->size};
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle, &h, sizeof h);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
+{
+  FAKE_ENTER(cuIpcOpenMemHandle);
+  struct fake_IpcHandle h;
+  const char *mode = getenv("FAKECUDA_IPC");
+  memcpy(&h, &handle, sizeof h);
+  if (!dptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS || memcmp(h.tag, "fakeipc", 8) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (mode && strcmp(mode, "refuse") == 0)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  if (h.pid == (int)getpid())
+    return CUDA_ERROR_INVALID_CONTEXT;   /* a process cannot open its own handles */
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", h.pid, h.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return CUDA_ERROR_INVALID_HANDLE;
+  void *p = NULL;
+  CUresult r = track_mapping(&p, fd, h.size, 1);
+  close(fd);
+  if (r == CUDA_SUCCESS)
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+  return r;
+}
+
+CUresult fake_cuIpcCloseMemHandle(CUdeviceptr ptr)
+{
+  FAKE_ENTER(cuIpcCloseMemHandle);
+  for (struct Allocation **a = &allocations; *a; a = &(*a)->next)
+    if ((uintptr_t)(*a)->p == ptr && (*a)->opened) {
+      struct Allocation *found = *a;
+      *a = found->next;
+      allocated -= found->size;
+      fake_live[FAKE_ALLOC]--;
+      munmap(found->p, found->size);
+      free(found);
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_INVALID_VALUE;
 }
 
 static void pool_grow(CUmemoryPool pool, size_t n)

@@ -59,7 +59,7 @@ void fake_run(const struct fake_Work *w)
 {
   switch (w->kind) {
   case WORK_KERNEL:
-    fake_kernel_run(w->u.kernel.fn, (unsigned char (*)[8])w->u.kernel.params);
+    fake_kernel_run(w->u.kernel.fn, w->u.kernel.args);
     break;
   case WORK_MEMCPY:
     memmove(w->u.memcpy.dst, w->u.memcpy.src, w->u.memcpy.n);

@@ -1,0 +1,112 @@
+-- CUDA IPC (src/ipc.c) under the fake driver: plain device allocations,
+-- exports that hold their memory, and a second process mapping it.
+local t = require "tap"
+local fake = require "fake"
+local cuda, fakecuda = fake.start()
+local cudalua = t.cudalua()
+
+local dev = cuda.Device(0)
+dev:set_current()
+local s = dev:create_stream()
+local host = cuda.HostMemoryResource()
+local plain = cuda.DeviceMemoryResource(dev, {pool = false})
+t.is(plain.kind, "device", "{pool = false}: a device resource")
+t.is(plain.is_pool, false, "{pool = false}: not a pool")
+t.raises(function() cuda.DeviceMemoryResource(dev, {pool = 1}) end, "pool", "pool must be a boolean")
+
+-- Plain allocations: cuMemAlloc, freed by cuMemFree.
+local before = fakecuda.calls("cuMemAlloc")
+local b = plain:allocate(4096)
+t.is(fakecuda.calls("cuMemAlloc") - before, 1, "allocate: cuMemAlloc")
+t.is(plain.used, 4096, "the resource counts the buffer")
+local seed = math.random(1, 1 << 30)
+local src = host:allocate(4096)
+src:view("uint32"):random(0, 1 << 31, seed)
+b:copy_from(src, s)
+s:sync()
+
+-- Exports: pool memory is refused, saying why; plain memory gives a handle.
+local pooled = dev.memory_resource:allocate(64, s)
+local err = t.raises(function() pooled:ipc_export() end, "pool", "pool memory cannot be exported")
+t.is(type(err) == "table" and err.name, "CUDA_ERROR_NOT_SUPPORTED", "as a cuda.Error, not supported")
+t.raises(function() host:allocate(8):ipc_export() end, "only plain device allocations", "host memory cannot be exported")
+local part = b:slice(1024, 1024)
+local exp = part:ipc_export()
+t.is(#exp.handle, 64, "a 64-byte handle")
+t.is(exp.offset, 1024, "the slice's offset in its allocation")
+t.is(exp.size, 4096, "the allocation's size")
+t.is(exp.buffer_closed, false, "its buffer is open")
+t.like(tostring(exp), "cuda.IpcExport%(4096 bytes at offset 1024%)", "tostring")
+
+-- A process cannot open its own handle.
+t.raises(function() cuda.ipc_open(exp.handle, exp.size) end, "CUDA_ERROR_INVALID_CONTEXT", "own handle refused")
+t.raises(function() cuda.ipc_open("short", 8) end, "not a CUDA IPC handle", "a string that is no handle")
+t.raises(function() cuda.ipc_open(exp.handle, 0) end, "size", "size 0")
+t.raises(function() cuda.ipc_open(exp.handle, -1) end, "size", "negative size")
+t.raises(function() cuda.ipc_open(exp.handle, 8, "x") end, "cuda.Device expected", "not a device")
+
+-- Another process maps it and reads what this one wrote: the sum of the
+-- slice's words, computed there, against the same sum here.
+local function hex(str) return (str:gsub(".", function(c) return ("%02x"):format(c:byte()) end)) end
+local child = [[
+local cuda = require "cuda"
+local h = (arg[1]:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end))
+local dev = cuda.Device(0)
+local s = dev:create_stream()
+local mapped = cuda.ipc_open(h, tonumber(arg[2]), dev)
+local into = cuda.HostMemoryResource():allocate(1024)
+mapped:slice(tonumber(arg[3]), 1024):copy_to(into, s)
+s:sync()
+local sum = 0
+for i = 1, 256 do sum = sum + into:view("uint32")[i] end
+mapped:fill(7, s) s:sync()
+local mr = mapped.memory_resource
+print(sum, mr.used)
+mapped:close()
+print(mr.used)
+local ok, e = pcall(mr.allocate, mr, 8)
+print(ok, e)
+]]
+local path = os.tmpname()
+local f = assert(io.open(path, "w"))
+f:write(child)
+f:close()
+local code, out, stderr = t.run(("%s%s %s %s %d %d"):format(fake.env(), cudalua, path, hex(exp.handle), exp.size, exp.offset))
+os.remove(path)
+t.is(code, 0, "the other process ran " .. (code ~= 0 and stderr or ""))
+local want = 0
+for i = 257, 512 do want = want + src:view("uint32")[i] end
+local lines = {}
+for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
+t.is(lines[1], want .. "\t4096", "it read the exported slice, through a mapping of the whole allocation")
+t.is(lines[2], "0", "closing the mapping gives it back")
+t.like(lines[3] or "", "^false\t.*allocates nothing", "a mapped resource allocates nothing")
+local back = host:allocate(4096)
+b:copy_to(back, s)
+s:sync()
+t.is(back:view("uint8")[1], 7, "its writes landed in this process's memory")
+
+-- The export holds the memory: closing the buffer defers the free to the
+-- export's close.
+local frees = fakecuda.calls("cuMemFree")
+b:close()
+t.is(exp.buffer_closed, true, "the export sees its buffer closed")
+t.is(fakecuda.calls("cuMemFree") - frees, 0, "closing an exported buffer keeps its memory")
+exp:close()
+t.is(fakecuda.calls("cuMemFree") - frees, 1, "closing the export frees it")
+t.raises(function() return exp.handle end, "closed", "a closed export")
+exp:close()
+t.like(tostring(exp), "closed", "closing twice is harmless")
+
+-- An export collected while its buffer is open changes nothing.
+local c = plain:allocate(64)
+local _ = c:ipc_export()
+_ = nil
+collectgarbage()
+collectgarbage()
+c:fill(1, s)
+s:sync()
+c:close()
+pooled:close()
+t.is(plain.used, 0, "every plain buffer released")
+t.done()

@@ -1,0 +1,19 @@
+-- mpi_die.lua: rank 1 dies part way through receiving a staged device
+-- message that rank 0 is sending through its ring; the job must end (MPI's
+-- abort), not leave rank 0 waiting for chunks nobody takes.
+local cuda = require "cuda"
+local mpi = require "cuda.mpi"
+mpi.chunk_size = 1 << 20   -- above every eager limit: each chunk waits for its receive
+local dev = cuda.Device()
+local s = dev:create_stream()
+local size = 1 << 25
+if mpi.rank == 0 then
+  mpi.send(dev.memory_resource:allocate(size, s), 1, 1)
+  print("rank 0 finished a send to a dead rank")
+elseif mpi.rank == 1 then
+  local req = mpi.irecv(dev.memory_resource:allocate(size, s), 0, 1)
+  for _ = 1, 50 do req:test() end
+  error("rank 1 dies mid-transfer")
+end
+mpi.barrier()
+print("passed the barrier without rank 1")
