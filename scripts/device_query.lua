@@ -26,7 +26,6 @@ local KEY_PROPERTIES = {
   {"Concurrent managed access", "concurrent_managed_access", function(v) return v == 1 and "yes" or "no" end},
   {"Memory pools", "memory_pools_supported", function(v) return v == 1 and "yes" or "no" end},
   {"Cluster launch", "cluster_launch", function(v) return v == 1 and "yes" or "no" end},
-  {"PCI bus id", "pci_bus_id"},
   {"UUID", "uuid"},
 }
 
@@ -45,6 +44,7 @@ local function print_device(dev)
     print(("  %-34s %s"):format(label, format(props[key])))
     shown[key] = true
   end
+  print(("  %-34s %s"):format("PCI bus id", dev.pci_bus_id))
   if args.all then
     local rest = {}
     for key in pairs(props) do if not shown[key] then rest[#rest + 1] = key end end

@@ -102,20 +102,34 @@ static int buffer_gc(lua_State *L)
   return buffer_close(L);
 }
 
-/* --- copies ------------------------------------------------------------------ */
+/* --- copies ------------------------------------------------------------------
+ * Both ends of a copy are spans: an open buffer or slice, or the elements
+ * of a contiguous view (cl_check_span), so copy_to and copy_from serve
+ * views too, as their methods. */
 
-static void check_same_size(lua_State *L, cl_Buffer *a, cl_Buffer *b)
-{
-  if (a->size != b->size)
-    luaL_error(L, "cannot copy %I bytes into a buffer of %I bytes: sizes must match",
-               (lua_Integer)a->size, (lua_Integer)b->size);
-}
-
-/* The buffer at i for the hot copy path; the slow check gives the errors. */
-static cl_Buffer *fast_buffer(lua_State *L, int i)
+void cl_check_span(lua_State *L, int i, cl_Span *out)
 {
   cl_Buffer *b = cl_fast_test(L, i, CL_UV_BUFFER);
-  return b && cl_buffer_is_open(b) ? b : cl_check_buffer(L, i);
+  if (b == NULL) {
+    const void *v = cl_fast_test(L, i, CL_UV_VIEW);
+    if (v == NULL)
+      luaL_typeerror(L, i, "cuda.Buffer or cuda.View");
+    cl_ViewMemory m;
+    cl_view_memory(v, &m);
+    if (!cl_buffer_is_open(m.buf))
+      luaL_error(L, "cuda.Buffer is closed (the view's buffer)");
+    if (!m.contiguous)
+      luaL_argerror(L, i, "a strided cuda.View is not one run of bytes to copy");
+    out->ptr = m.ptr;
+    out->size = m.nbytes;
+    out->mr = m.buf->mr;
+    return;
+  }
+  if (!cl_buffer_is_open(b))
+    cl_check_buffer(L, i);
+  out->ptr = b->ptr;
+  out->size = b->size;
+  out->mr = b->mr;
 }
 
 /* An open stream first: the usual case needs no type check of its own. */
@@ -130,39 +144,45 @@ static cl_Stream *fast_opt_stream(lua_State *L, int i)
 /* With unified addressing cuMemcpyAsync copies between any two devices'
  * memory (peer to peer where the devices can, else staged by the driver),
  * ordered on the stream; the stream must belong to one of the two. */
-static void check_copy_devices(lua_State *L, const cl_Buffer *dst, const cl_Buffer *src,
+static void check_copy_devices(lua_State *L, const cl_Span *dst, const cl_Span *src,
                                const cl_Stream *s)
 {
   if (dst->mr->kind != CL_MR_DEVICE && src->mr->kind != CL_MR_DEVICE)
     return;   /* host-mapped memory: any device's stream copies it */
-  const cl_Buffer *foreign = dst->mr->kind == CL_MR_DEVICE ? dst : src;
+  const cl_Span *foreign = dst->mr->kind == CL_MR_DEVICE ? dst : src;
   luaL_error(L, "cannot copy device %d memory on a stream of device %d: use a stream of "
                 "the source's or the destination's device", foreign->mr->dev->ordinal,
              s->dev->ordinal);
 }
 
-static void copy(lua_State *L, cl_Buffer *dst, cl_Buffer *src, cl_Stream *s)
+static void copy(lua_State *L, const cl_Span *dst, const cl_Span *src, cl_Stream *s)
 {
-  check_same_size(L, src, dst);
+  if (src->size != dst->size)
+    luaL_error(L, "cannot copy %I bytes into a buffer of %I bytes: sizes must match",
+               (lua_Integer)src->size, (lua_Integer)dst->size);
   if (s) {
     if (dst->mr->dev != s->dev && src->mr->dev != s->dev)
       check_copy_devices(L, dst, src, s);
     cl_device_activate(L, s->dev);
     CL_TRY(L, cuMemcpyAsync, (dst->ptr, src->ptr, src->size, s->handle));
     if (s->capture)
-      cl_capture_keep(L, s, 3, 1, 2);   /* both callers: buffers at 1 and 2, the stream at 3 */
+      cl_capture_keep(L, s, 3, 1, 2);   /* both callers: spans at 1 and 2, the stream at 3 */
   } else if (src->mr->kind != CL_MR_DEVICE && dst->mr->kind != CL_MR_DEVICE) {
     memmove((void *)(uintptr_t)dst->ptr, (const void *)(uintptr_t)src->ptr, src->size);
   } else
     luaL_error(L, "copying device memory needs a stream: buf:copy_to(dst, stream)");
 }
 
-/* Push a new buffer like src, from src's resource, for copy_to(nil, s):
- * whatever allocate returned, which the caller checks. */
-static void push_like(lua_State *L, int srci, int si)
+/* Push a new buffer of size bytes from the resource of the buffer (or a
+ * view's buffer) at srci, for copy_to(nil, s): whatever allocate returned,
+ * which the caller checks. */
+static void push_like(lua_State *L, int srci, size_t size, int si)
 {
+  if (cl_fast_test(L, srci, CL_UV_VIEW)) {
+    lua_getiuservalue(L, srci, 1);
+    srci = lua_gettop(L);
+  }
   const cl_Buffer *src = lua_touserdata(L, srci);
-  lua_Integer size = (lua_Integer)src->size;
   lua_getiuservalue(L, srci, 1);
   if (src->owner) {   /* a slice: user value 1 is its owner; take the owner's resource */
     lua_getiuservalue(L, -1, 1);
@@ -170,7 +190,7 @@ static void push_like(lua_State *L, int srci, int si)
   }
   lua_getfield(L, -1, "allocate");
   lua_insert(L, -2);
-  lua_pushinteger(L, size);
+  lua_pushinteger(L, (lua_Integer)size);
   if (si)
     lua_pushvalue(L, si);
   else
@@ -181,16 +201,19 @@ static void push_like(lua_State *L, int srci, int si)
 /* src:copy_to(dst, stream) -> dst; a nil dst allocates one like src. */
 static int buffer_copy_to(lua_State *L)
 {
-  cl_Buffer *src = fast_buffer(L, 1);
+  cl_Span src, dst;
+  cl_check_span(L, 1, &src);
   cl_Stream *s = fast_opt_stream(L, 3);
   if (lua_isnil(L, 2)) {
-    push_like(L, 1, s ? 3 : 0);
+    push_like(L, 1, src.size, s ? 3 : 0);
     lua_replace(L, 2);
+    lua_settop(L, 3);
     /* allocate ran Lua code (its lookup, finalizers): check all again */
-    src = fast_buffer(L, 1);
+    cl_check_span(L, 1, &src);
     s = fast_opt_stream(L, 3);
   }
-  copy(L, fast_buffer(L, 2), src, s);
+  cl_check_span(L, 2, &dst);
+  copy(L, &dst, &src, s);
   lua_pushvalue(L, 2);          /* cheaper than lua_settop, which looks for values to close */
   return 1;
 }
@@ -198,9 +221,10 @@ static int buffer_copy_to(lua_State *L)
 /* dst:copy_from(src, stream) -> dst */
 static int buffer_copy_from(lua_State *L)
 {
-  cl_Buffer *dst = fast_buffer(L, 1);
-  cl_Buffer *src = fast_buffer(L, 2);
-  copy(L, dst, src, fast_opt_stream(L, 3));
+  cl_Span src, dst;
+  cl_check_span(L, 1, &dst);
+  cl_check_span(L, 2, &src);
+  copy(L, &dst, &src, fast_opt_stream(L, 3));
   lua_pushvalue(L, 1);
   return 1;
 }
@@ -287,6 +311,21 @@ static int buffer_slice(lua_State *L)
   sl->owner = owner;
   sl->mr = owner->mr;
   cl_check_buffer(L, 1);   /* creating the slice can run a finalizer that closed buf */
+  return 1;
+}
+
+/* buf:set_deallocation_stream(s): the stream close() and the collector
+ * order the release on when close is given none (cuda.core's
+ * Buffer deallocation stream); s is kept alive with the buffer. */
+static int buffer_set_deallocation_stream(lua_State *L)
+{
+  cl_Buffer *b = cl_check_buffer(L, 1);
+  cl_Stream *s = cl_check_stream(L, 2);
+  if (b->owner)
+    return luaL_error(L, "set_deallocation_stream: a slice frees nothing; set it on its owner");
+  b->stream = s;
+  lua_settop(L, 2);
+  lua_setiuservalue(L, 1, 2);
   return 1;
 }
 
@@ -386,7 +425,11 @@ static int buffer_fields(lua_State *L)
     lua_pushboolean(L, cl_mr_host_accessible(b->mr));
   else if (strcmp(key, "is_slice") == 0)
     lua_pushboolean(L, b->owner != NULL);
-  else if (strcmp(key, "owner") == 0)
+  else if (strcmp(key, "deallocation_stream") == 0) {
+    lua_getiuservalue(L, 1, b->owner ? 1 : 2);
+    if (b->owner)
+      lua_getiuservalue(L, -1, 2);
+  } else if (strcmp(key, "owner") == 0)
     b->owner ? (void)lua_getiuservalue(L, 1, 1) : lua_pushnil(L);
   else
     lua_pushnil(L);
@@ -402,7 +445,8 @@ void cl_open_buffer(lua_State *L)
   static const luaL_Reg methods[] = {
     {"copy_to", buffer_copy_to}, {"copy_from", buffer_copy_from}, {"fill", buffer_fill},
     {"slice", buffer_slice}, {"close", buffer_close}, {"prefetch", buffer_prefetch},
-    {"advise", buffer_advise}, {NULL, NULL}
+    {"advise", buffer_advise}, {"set_deallocation_stream", buffer_set_deallocation_stream},
+    {NULL, NULL}
   };
   cl_new_type(L, CL_BUFFER, meta, methods, buffer_fields);
   static const cl_BufferAPI api = {cl_buffer_hold, cl_buffer_graph_release};

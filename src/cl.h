@@ -79,6 +79,7 @@ typedef struct cl_Stream {
   int non_blocking;
   struct cl_GraphRefs *capture; /* the capture it records into (user value 3), or NULL */
   void *green;                  /* its green context (context.c; user value 2), or NULL */
+  int is_default;               /* the driver's legacy or per-thread stream: never destroyed */
 } cl_Stream;
 
 typedef struct cl_Event {
@@ -97,6 +98,9 @@ cl_Event *cl_check_event(lua_State *L, int i);
 /* A graph that recorded or waited on ev is gone: a closed event is
  * destroyed with the last such graph. Never raises: it runs in finalizers. */
 void cl_event_graph_release(cl_Event *ev);
+/* Push the device's (at devi) legacy (per_thread = 0) or per-thread
+ * default stream, one object each per device (stream.c). */
+void cl_push_default_stream(lua_State *L, int devi, int per_thread);
 /* s:sync() and ev:sync(), host functions polled (cl_sync). */
 void cl_stream_sync(lua_State *L, cl_Stream *s);
 void cl_event_sync(lua_State *L, cl_Event *ev);
@@ -226,6 +230,29 @@ static inline int cl_mr_accessible_from(const cl_MemoryResource *mr, const cl_De
     return 1;
   return d->ordinal < 64 && (mr->peer_mask >> d->ordinal & 1);
 }
+
+/* --- views (view.c) ------------------------------------------------------ */
+
+/* The memory of a cuda.View (its userdata pointer): for launch and copies. */
+typedef struct cl_ViewMemory {
+  cl_Buffer *buf;               /* the view's buffer: the caller checks it is open */
+  CUdeviceptr ptr;              /* its first element */
+  size_t nbytes;                /* elements * itemsize: its bytes when contiguous */
+  int contiguous;
+} cl_ViewMemory;
+void cl_view_memory(const void *view, cl_ViewMemory *m);
+
+/* A run of memory a copy reads or writes (buffer.c): a buffer, a slice or
+ * a contiguous view's elements. */
+typedef struct cl_Span {
+  CUdeviceptr ptr;
+  size_t size;
+  cl_MemoryResource *mr;
+} cl_Span;
+/* The open Buffer or contiguous View at i as a span, or the error (arg
+ * names the argument). Only for functions with the metatables as upvalues
+ * (cl_setfuncs). Allocates nothing unless it raises. */
+void cl_check_span(lua_State *L, int i, cl_Span *out);
 
 /* --- element types and typed scalars (dtype.c) --------------------------- */
 
@@ -548,6 +575,7 @@ void cl_open_stream(lua_State *L);
 void cl_open_memory(lua_State *L);
 void cl_open_buffer(lua_State *L);
 void cl_open_view(lua_State *L);
+void cl_open_copy_batch(lua_State *L);
 void cl_open_dtype(lua_State *L);
 void cl_open_program(lua_State *L);
 void cl_open_module(lua_State *L);

@@ -37,6 +37,7 @@ int luaopen_cuda(lua_State *L)
   cl_open_memory(L);
   cl_open_buffer(L);
   cl_open_view(L);
+  cl_open_copy_batch(L);
   cl_open_program(L);
   cl_open_module(L);
   cl_open_cache(L);

@@ -316,11 +316,12 @@ static const cl_DeviceProperty property_aliases[] = {
   {"clock_rate_khz", CU_DEVICE_ATTRIBUTE_CLOCK_RATE},
   {"memory_clock_rate_khz", CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE},
   {"memory_bus_width", CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH},
+  {"pci_bus_id", CU_DEVICE_ATTRIBUTE_PCI_BUS_ID},   /* cuda.core's name; the string is dev.pci_bus_id */
   {NULL, (CUdevice_attribute)0}
 };
 
 static const struct { const char *name; void (*push)(lua_State *L, cl_Device *d); } derived_properties[] = {
-  {"total_memory", push_total_memory}, {"pci_bus_id", push_pci_bus_id}, {"uuid", push_uuid},
+  {"total_memory", push_total_memory}, {"uuid", push_uuid},
   {"max_block_dim", push_max_block_dim}, {"max_grid_dim", push_max_grid_dim},
 };
 
@@ -509,6 +510,14 @@ static int device_fields(lua_State *L)
     push_pci_bus_id(L, d);
   else if (strcmp(key, "resources") == 0)
     cl_push_device_resources(L, 1);
+  else if (strcmp(key, "default_stream") == 0) {
+    /* cuda.core's rule: the per-thread stream when the environment asks for it */
+    const char *e = getenv("CUDALUA_PER_THREAD_DEFAULT_STREAM");
+    cl_push_default_stream(L, 1, e != NULL && *e != '\0' && strcmp(e, "0") != 0);
+  } else if (strcmp(key, "legacy_default_stream") == 0)
+    cl_push_default_stream(L, 1, 0);
+  else if (strcmp(key, "per_thread_default_stream") == 0)
+    cl_push_default_stream(L, 1, 1);
   else
     lua_pushnil(L);
   return 1;

@@ -51,7 +51,7 @@
   X(cuDeviceCanAccessPeer)                                                  \
   X(cuStreamIsCapturing)                                                    \
   X(cuMemAlloc) X(cuMemGetAddressRange) X(cuIpcGetMemHandle)                \
-  X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)
+  X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuMemcpyBatchAsync)
 
 /* Entry points whose prototype in cuda.h is older than the newest ABI the
  * driver has under that name: asked for at the version of the header's

@@ -539,11 +539,17 @@ static int mr_trim(lua_State *L)
   return 0;
 }
 
-static lua_Integer pool_attribute(lua_State *L, cl_MemoryResource *mr, CUmemPool_attribute a)
+/* Push a cuuint64_t pool attribute: an integer up to 2^63 - 1; above it a
+ * float, and UINT64_MAX ("no limit", the release threshold cudalua raises
+ * default pools to) math.huge. */
+static void push_pool_attribute(lua_State *L, cl_MemoryResource *mr, CUmemPool_attribute a)
 {
   cuuint64_t v = 0;
   CL_TRY(L, cuMemPoolGetAttribute, (mr->pool, a, &v));
-  return (lua_Integer)v;
+  if (v <= (cuuint64_t)LUA_MAXINTEGER)
+    lua_pushinteger(L, (lua_Integer)v);
+  else
+    lua_pushnumber(L, v == UINT64_MAX ? (lua_Number)HUGE_VAL : (lua_Number)v);
 }
 
 static int mr_tostring(lua_State *L)
@@ -577,13 +583,13 @@ static int mr_fields(lua_State *L)
   else if (strcmp(key, "is_pool") == 0)
     lua_pushboolean(L, mr->pool != NULL);
   else if (strcmp(key, "used") == 0)
-    lua_pushinteger(L, mr->pool ? pool_attribute(L, mr, CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
-                                : (lua_Integer)mr->live_bytes);
+    mr->pool ? push_pool_attribute(L, mr, CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+             : lua_pushinteger(L, (lua_Integer)mr->live_bytes);
   else if (strcmp(key, "reserved") == 0)
-    lua_pushinteger(L, mr->pool ? pool_attribute(L, mr, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
-                                : (lua_Integer)mr->live_bytes);
+    mr->pool ? push_pool_attribute(L, mr, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+             : lua_pushinteger(L, (lua_Integer)mr->live_bytes);
   else if (strcmp(key, "release_threshold") == 0 && mr->pool)
-    lua_pushinteger(L, pool_attribute(L, mr, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD));
+    push_pool_attribute(L, mr, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
   else if (strcmp(key, "live_buffers") == 0)
     lua_pushinteger(L, (lua_Integer)mr->live_buffers);
   else if (strcmp(key, "peer_accessible_by") == 0)

@@ -212,10 +212,34 @@ static int stream_wait(lua_State *L)
   return 0;
 }
 
+/* --- default streams ------------------------------------------------------
+ * cuda.core's Device.default_stream, LEGACY_DEFAULT_STREAM and
+ * PER_THREAD_DEFAULT_STREAM: cuda.Streams over CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD, one of each per device, kept in the registry. They
+ * are the driver's: close() leaves them open, as every caller shares them. */
+#define DEFAULT_STREAMS_KEY "cuda.default_streams"
+
+void cl_push_default_stream(lua_State *L, int devi, int per_thread)
+{
+  devi = lua_absindex(L, devi);
+  lua_Integer key = 2 * (lua_Integer)cl_check_device(L, devi)->ordinal + per_thread + 1;
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, DEFAULT_STREAMS_KEY);
+  if (lua_rawgeti(L, -1, key) == LUA_TNIL) {
+    lua_pop(L, 1);
+    cl_Stream *s = cl_push_new_stream(L, devi, 0, 0, 0);
+    s->handle = per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+    s->is_default = 1;
+    s->closed = 0;
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, key);
+  }
+  lua_remove(L, -2);
+}
+
 static int stream_close(lua_State *L)
 {
   cl_Stream *s = luaL_checkudata(L, 1, CL_STREAM);
-  if (!s->closed) {
+  if (!s->closed && !s->is_default) {
     s->closed = 1;
     cl_capture_stream_closed(L, s, 1);
     CL_CALL(cuStreamDestroy, (s->handle));
@@ -246,6 +270,8 @@ static int stream_fields(lua_State *L)
     lua_pushinteger(L, s->priority);
   else if (strcmp(key, "non_blocking") == 0)
     lua_pushboolean(L, s->non_blocking);
+  else if (strcmp(key, "is_default") == 0)
+    lua_pushboolean(L, s->is_default);
   else if (strcmp(key, "is_done") == 0) {
     CUresult r = CL_CALL(cuStreamQuery, (s->handle));
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)

@@ -1,478 +1,31 @@
 /* SPDX-License-Identifier: MIT */
-/* view.c: typed host views over host-accessible buffers, and their bulk ops.
+/* view.c: cuda.View, typed and shaped views over buffers of any memory.
  *
- * A view is (buffer, host address, length, element type). It owns nothing:
- * the buffer, held in the view's user value, owns the memory. Because a
- * buffer can be closed while views of it live on, every access checks that
- * the buffer is still open (one load and compare), so a view of a closed
- * buffer raises "cuda.Buffer is closed" instead of touching freed memory.
+ * A view is (buffer, address, element type, shape, strides in elements),
+ * cuda.core's StridedMemoryView. It owns nothing: the buffer, held in the
+ * view's user value, owns the memory. Because a buffer can be closed while
+ * views of it live on, every access checks that the buffer is still open
+ * (one load and compare), so a view of a closed buffer raises "cuda.Buffer
+ * is closed" instead of touching freed memory.
  *
- * Semantics, in one place (the API reference repeats them):
- * - Elements are 1-based. v[i] = x converts x with cl_dtype_store: checked,
- *   never wraps (300 into a uint8 is an error).
- * - Scalar operands of bulk ops are converted to the element type first, with
- *   the same checks, then the op runs in the element type: float32 math is
- *   float32 math (add(0.1) adds the float32 nearest 0.1).
- * - Integer arithmetic wraps modulo 2^bits, as C unsigned and CUDA integer
- *   arithmetic do. Integer division truncates toward zero (C, not Lua's //);
- *   dividing by zero is an error; INT_MIN / -1 wraps to INT_MIN, and so does
- *   abs(INT_MIN). Integer sqrt is the exact floor(sqrt(x)); a negative
- *   element is an error. Errors are found before anything is written,
- *   except a zero divisor that an overlapping div wrote itself (see
- *   integer_div_view): it is found when the loop reaches it.
- * - Float division by zero follows IEEE 754 (inf or NaN), no error.
- * - Binary ops need views of the same dtype and length; copy converts
- *   between dtypes. An operand may overlap its target (v:mul(v), or two
- *   ranges of one buffer): elements are then processed first to last, as a
- *   C loop would (copy alone behaves like memmove).
- * - sum: floats add in double with Neumaier compensation; integers add
- *   exactly (128-bit) and return an integer, or a float when the exact sum
- *   does not fit in int64. min/max return NaN when any element is NaN.
- *
- * The bulk kernels are generated per element type by the macros below, one
- * counted loop each, so that the compiler vectorizes them (this file is
- * built with -ftree-vectorize); the dtype is dispatched once per call
- * through the `ops` table, never inside a loop. Binary kernels take no
- * restrict pointers: v:mul(v) (an operand aliasing its target) is legal, and
- * the vectorizer checks for overlap at run time. */
-#include <math.h>
+ * Views of memory the host cannot read (device memory) carry their
+ * metadata, pass their pointer to kernels and take part in copies; reading
+ * or writing their elements from Lua is an error. Elements are 1-based:
+ * v[i] is element i in C (row-major) order of the shape; for a strided
+ * view it walks the strides. v[i] on a contiguous host view is the hot
+ * path: one flag test (slow) decides, then one multiply. The bulk
+ * arithmetic of host views is view_math.c. */
 #include <string.h>
 
-#include "cl.h"
+#include "view.h"
 
-#ifndef __SIZEOF_INT128__
-#error "view.c needs a compiler with __int128 (exact integer sums)"
-#endif
-
-typedef __int128 int128;
-
-typedef struct View {
-  cl_Buffer *buf;               /* checked open on every access */
-  unsigned char *base;          /* host address of element 1 */
-  size_t len;                   /* elements */
-  cl_DType type;
-} View;                         /* user value 1: the buffer */
-
-/* --- the generator --------------------------------------------------------
- * v:random(lo, hi, seed) is deterministic across machines: xoshiro256**
- * (Blackman and Vigna), its 256-bit state seeded with four successive outputs
- * of splitmix64 started at the seed (taken as an unsigned 64-bit integer).
- * One 64-bit draw x per attempt:
- * - floats: u = (x >> 11) * 2^-53 in [0, 1); value = lo + (hi - lo) * u,
- *   computed in double and rounded to the element type, drawn again when the
- *   rounding reaches hi. For float32, lo and hi are rounded to float32 first.
- * - integers: r = hi - lo; draws with x < (2^64 - r) mod r are rejected (so
- *   every value is equally likely), then value = lo + x mod r.
- * Elements are filled in order, one accepted draw each.
- * "Same seed, same numbers" needs lo + span * u rounded twice, as written:
- * this file must be built with -ffp-contract=off, or a compiler targeting a
- * CPU with FMA fuses it (so does iota's start + i * step). */
-
-typedef struct Rng { uint64_t s[4]; } Rng;
-
-static uint64_t splitmix64(uint64_t *state)
+void view_host_error(lua_State *L, const View *v)
 {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
-}
-
-static void rng_seed(Rng *r, uint64_t seed)
-{
-  for (int k = 0; k < 4; k++)
-    r->s[k] = splitmix64(&seed);
-}
-
-static inline uint64_t rotl(uint64_t x, int k)
-{
-  return (x << k) | (x >> (64 - k));
-}
-
-static inline uint64_t rng_next(Rng *r)
-{
-  uint64_t *s = r->s;
-  uint64_t result = rotl(s[1] * 5, 7) * 9;
-  uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return result;
-}
-
-static inline double rng_unit(Rng *r)
-{
-  return (double)(rng_next(r) >> 11) * 0x1p-53;
-}
-
-/* --- the kernels ----------------------------------------------------------
- * X(dtype, suffix, C type, arithmetic type). Integer arithmetic goes through
- * an unsigned type at least as wide as int, so that it wraps instead of
- * overflowing (undefined for signed types, and for uint16 promoted to int). */
-#define FLOAT_TYPES(X) X(CL_F32, f32, float, float) X(CL_F64, f64, double, double)
-#define SIGNED_TYPES(X)                                                        \
-  X(CL_I8, i8, int8_t, unsigned) X(CL_I16, i16, int16_t, unsigned)             \
-  X(CL_I32, i32, int32_t, uint32_t) X(CL_I64, i64, int64_t, uint64_t)
-#define UNSIGNED_TYPES(X)                                                      \
-  X(CL_U8, u8, uint8_t, unsigned) X(CL_U16, u16, uint16_t, unsigned)           \
-  X(CL_U32, u32, uint32_t, uint32_t) X(CL_U64, u64, uint64_t, uint64_t)
-#define INT_TYPES(X) SIGNED_TYPES(X) UNSIGNED_TYPES(X)
-#define ALL_TYPES(X) FLOAT_TYPES(X) INT_TYPES(X)
-
-#define OP_ADD(T, U) (T)((U)a + (U)b)
-#define OP_SUB(T, U) (T)((U)a - (U)b)
-#define OP_MUL(T, U) (T)((U)a * (U)b)
-#define OP_FDIV(T, U) (a / b)
-/* b == 0 was ruled out by the caller; -1 is the one divisor that overflows. */
-#define OP_SDIV(T, U) (b == -1 ? (T)(0 - (U)a) : (T)(a / b))
-#define OP_UDIV(T, U) (T)(a / b)
-
-#define FSQRT(a) _Generic((a), float: sqrtf, double: sqrt)(a)
-#define FABS(a) _Generic((a), float: fabsf, double: fabs)(a)
-
-/* x[i] = x[i] OP b for a scalar b, and x[i] = x[i] OP y[i] for a view y. */
-#define SCALAR_KERNEL(name, OP, S, T, U)                                       \
-  static void name##_##S(void *xp, size_t n, const void *bp)                   \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    const T b = *(const T *)bp;                                                \
-    for (size_t i = 0; i < n; i++) {                                           \
-      const T a = x[i];                                                        \
-      x[i] = OP(T, U);                                                         \
-    }                                                                          \
-  }
-#define VIEW_KERNEL(name, OP, S, T, U)                                         \
-  static void name##_##S(void *xp, const void *yp, size_t n)                   \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    const T *y = yp;                                                           \
-    for (size_t i = 0; i < n; i++) {                                           \
-      const T a = x[i], b = y[i];                                              \
-      x[i] = OP(T, U);                                                         \
-    }                                                                          \
-  }
-
-/* Kernels every element type has. */
-/* The smallest (CMP <) or largest (CMP >) element into out; returns 1 if a
- * NaN was seen (x != x is never true for integers). */
-#define EXTREME_KERNEL(name, CMP, S, T)                                        \
-  static int name##_##S(const void *xp, size_t n, void *out)                   \
-  {                                                                            \
-    const T *x = xp;                                                           \
-    T m = x[0];                                                                \
-    int nan = 0;                                                               \
-    for (size_t i = 0; i < n; i++) {                                           \
-      nan |= x[i] != x[i];                                                     \
-      m = x[i] CMP m ? x[i] : m;                                               \
-    }                                                                          \
-    *(T *)out = m;                                                             \
-    return nan;                                                                \
-  }
-
-#define COMMON_KERNELS(E, S, T, U)                                             \
-  static void fill_##S(void *xp, size_t n, const void *bp)                     \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    const T b = *(const T *)bp;                                                \
-    for (size_t i = 0; i < n; i++)                                             \
-      x[i] = b;                                                                \
-  }                                                                            \
-  SCALAR_KERNEL(add_s, OP_ADD, S, T, U)                                        \
-  SCALAR_KERNEL(sub_s, OP_SUB, S, T, U)                                        \
-  SCALAR_KERNEL(mul_s, OP_MUL, S, T, U)                                        \
-  VIEW_KERNEL(add_v, OP_ADD, S, T, U)                                          \
-  VIEW_KERNEL(sub_v, OP_SUB, S, T, U)                                          \
-  VIEW_KERNEL(mul_v, OP_MUL, S, T, U)                                          \
-  EXTREME_KERNEL(min, <, S, T)                                                 \
-  EXTREME_KERNEL(max, >, S, T)                                                 \
-  static void to_double_##S(const void *xp, double *d, size_t n)               \
-  {                                                                            \
-    const T *x = xp;                                                           \
-    for (size_t i = 0; i < n; i++)                                             \
-      d[i] = (double)x[i];                                                     \
-  }
-
-#define FLOAT_KERNELS(E, S, T, U)                                              \
-  COMMON_KERNELS(E, S, T, U)                                                   \
-  SCALAR_KERNEL(div_s, OP_FDIV, S, T, U)                                       \
-  VIEW_KERNEL(div_v, OP_FDIV, S, T, U)                                         \
-  static void sqrt_##S(void *xp, size_t n)                                     \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    for (size_t i = 0; i < n; i++)                                             \
-      x[i] = FSQRT(x[i]);                                                      \
-  }                                                                            \
-  static void abs_##S(void *xp, size_t n)                                      \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    for (size_t i = 0; i < n; i++)                                             \
-      x[i] = FABS(x[i]);                                                       \
-  }                                                                            \
-  static void from_double_##S(void *xp, const double *d, size_t n)            \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    for (size_t i = 0; i < n; i++)                                             \
-      x[i] = (T)d[i];                                                          \
-  }                                                                            \
-  /* Neumaier's compensated sum in double; inf and NaN pass through plainly  \
-   * (the compensation term of an infinite sum would be NaN). */             \
-  static double sum_##S(const void *xp, size_t n)                              \
-  {                                                                            \
-    const T *x = xp;                                                           \
-    double s = 0, c = 0;                                                       \
-    for (size_t i = 0; i < n; i++) {                                           \
-      double xi = x[i], t = s + xi;                                            \
-      c += fabs(s) >= fabs(xi) ? (s - t) + xi : (xi - t) + s;                  \
-      s = t;                                                                   \
-    }                                                                          \
-    return isfinite(s) ? s + c : s;                                            \
-  }                                                                            \
-  /* start + i * step in double, rounded once to the element type. */         \
-  static void iota_##S(void *xp, size_t n, double start, double step)          \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    for (size_t i = 0; i < n; i++)                                             \
-      x[i] = (T)(start + (double)i * step);                                    \
-  }                                                                            \
-  static void random_##S(void *xp, size_t n, Rng *r, double lo, double hi)     \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    const double span = hi - lo;                                               \
-    for (size_t i = 0; i < n; i++) {                                           \
-      T v;                                                                     \
-      do                                                                       \
-        v = (T)(lo + span * rng_unit(r));                                      \
-      while (!(v < (T)hi));                                                    \
-      x[i] = v;                                                                \
-    }                                                                          \
-  }
-
-/* Integer sums: elements of up to 32 bits add in int64 blocks (which the
- * vectorizer widens), 64-bit elements straight into 128 bits. */
-#define SUM_BLOCK ((size_t)1 << 20)     /* 2^20 * 2^32 fits in int64 */
-
-#define INT_KERNELS(E, S, T, U)                                                \
-  COMMON_KERNELS(E, S, T, U)                                                   \
-  static int128 sum_##S(const void *xp, size_t n)                              \
-  {                                                                            \
-    const T *x = xp;                                                           \
-    int128 total = 0;                                                          \
-    if (sizeof(T) == 8) {                                                      \
-      for (size_t i = 0; i < n; i++)                                           \
-        total += x[i];                                                         \
-      return total;                                                            \
-    }                                                                          \
-    for (size_t i = 0; i < n; i += SUM_BLOCK) {                                \
-      size_t end = n - i < SUM_BLOCK ? n : i + SUM_BLOCK;                      \
-      int64_t s = 0;                                                           \
-      for (size_t j = i; j < end; j++)                                         \
-        s += (int64_t)x[j];                                                    \
-      total += s;                                                              \
-    }                                                                          \
-    return total;                                                              \
-  }                                                                            \
-  /* The caller checked that both ends fit in T, so every value does, and   \
-   * arithmetic modulo 2^64 gives it exactly. */                              \
-  static void iota_##S(void *xp, size_t n, int64_t start, int64_t step)        \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    for (size_t i = 0; i < n; i++)                                             \
-      x[i] = (T)((uint64_t)start + (uint64_t)i * (uint64_t)step);              \
-  }                                                                            \
-  static void random_##S(void *xp, size_t n, Rng *r, int64_t lo, uint64_t range) \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    const uint64_t threshold = (0 - range) % range;                            \
-    for (size_t i = 0; i < n; i++) {                                           \
-      uint64_t d;                                                              \
-      do                                                                       \
-        d = rng_next(r);                                                       \
-      while (d < threshold);                                                   \
-      x[i] = (T)((uint64_t)lo + d % range);                                    \
-    }                                                                          \
-  }                                                                            \
-  static size_t first_zero_##S(const void *xp, size_t n)                       \
-  {                                                                            \
-    const T *x = xp;                                                           \
-    for (size_t i = 0; i < n; i++)                                             \
-      if (x[i] == 0)                                                           \
-        return i;                                                              \
-    return n;                                                                  \
-  }                                                                            \
-  static void sqrt_##S(void *xp, size_t n)                                     \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    for (size_t i = 0; i < n; i++)                                             \
-      x[i] = (T)isqrt((uint64_t)x[i]);                                         \
-  }
-
-/* x[i] /= y[i] where y may hold a zero that an earlier step wrote (y
- * overlaps x from below): checks each divisor as it reads it, and returns
- * the index of the first zero, n for none. Not vectorized: it is the rare
- * case, and the check must see what the previous step wrote. */
-#define CHECKED_DIV_KERNEL(OP, S, T, U)                                        \
-  static size_t div_checked_##S(void *xp, const void *yp, size_t n)            \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    const T *y = yp;                                                           \
-    for (size_t i = 0; i < n; i++) {                                           \
-      const T a = x[i], b = y[i];                                              \
-      if (b == 0)                                                              \
-        return i;                                                              \
-      x[i] = OP(T, U);                                                         \
-    }                                                                          \
-    return n;                                                                  \
-  }
-
-#define SIGNED_KERNELS(E, S, T, U)                                             \
-  INT_KERNELS(E, S, T, U)                                                      \
-  SCALAR_KERNEL(div_s, OP_SDIV, S, T, U)                                       \
-  VIEW_KERNEL(div_v, OP_SDIV, S, T, U)                                         \
-  CHECKED_DIV_KERNEL(OP_SDIV, S, T, U)                                         \
-  static void abs_##S(void *xp, size_t n)                                      \
-  {                                                                            \
-    T *x = xp;                                                                 \
-    for (size_t i = 0; i < n; i++)                                             \
-      x[i] = x[i] < 0 ? (T)(0 - (U)x[i]) : x[i];                               \
-  }                                                                            \
-  static size_t first_negative_##S(const void *xp, size_t n)                   \
-  {                                                                            \
-    const T *x = xp;                                                           \
-    for (size_t i = 0; i < n; i++)                                             \
-      if (x[i] < 0)                                                            \
-        return i;                                                              \
-    return n;                                                                  \
-  }
-
-#define UNSIGNED_KERNELS(E, S, T, U)                                           \
-  INT_KERNELS(E, S, T, U)                                                      \
-  SCALAR_KERNEL(div_s, OP_UDIV, S, T, U)                                       \
-  VIEW_KERNEL(div_v, OP_UDIV, S, T, U)                                         \
-  CHECKED_DIV_KERNEL(OP_UDIV, S, T, U)
-
-/* floor(sqrt(x)), exactly. The double square root can be one too high (x =
- * k^2 - 1 rounds up to k^2); it is never one too low for 64-bit x, but the
- * second loop keeps correctness from resting on that rounding argument. */
-static uint64_t isqrt(uint64_t x)
-{
-  uint64_t r = (uint64_t)sqrt((double)x);
-  while (r > 0 && r > x / r)
-    r--;
-  while (r + 1 <= x / (r + 1))
-    r++;
-  return r;
-}
-
-FLOAT_TYPES(FLOAT_KERNELS)
-SIGNED_TYPES(SIGNED_KERNELS)
-UNSIGNED_TYPES(UNSIGNED_KERNELS)
-
-/* The kernels of one element type; those of the other kind are NULL. */
-typedef struct Ops {
-  void (*fill)(void *x, size_t n, const void *b);
-  void (*add_s)(void *x, size_t n, const void *b);
-  void (*sub_s)(void *x, size_t n, const void *b);
-  void (*mul_s)(void *x, size_t n, const void *b);
-  void (*div_s)(void *x, size_t n, const void *b);
-  void (*add_v)(void *x, const void *y, size_t n);
-  void (*sub_v)(void *x, const void *y, size_t n);
-  void (*mul_v)(void *x, const void *y, size_t n);
-  void (*div_v)(void *x, const void *y, size_t n);
-  void (*sqrt)(void *x, size_t n);
-  void (*abs)(void *x, size_t n);           /* NULL: the identity (unsigned) */
-  void (*to_double)(const void *x, double *d, size_t n);
-  int (*min)(const void *x, size_t n, void *out);
-  int (*max)(const void *x, size_t n, void *out);
-  /* floats */
-  void (*from_double)(void *x, const double *d, size_t n);
-  double (*fsum)(const void *x, size_t n);
-  void (*fiota)(void *x, size_t n, double start, double step);
-  void (*frandom)(void *x, size_t n, Rng *r, double lo, double hi);
-  /* integers */
-  int128 (*isum)(const void *x, size_t n);
-  void (*iiota)(void *x, size_t n, int64_t start, int64_t step);
-  void (*irandom)(void *x, size_t n, Rng *r, int64_t lo, uint64_t range);
-  size_t (*first_zero)(const void *x, size_t n);
-  size_t (*div_checked)(void *x, const void *y, size_t n);
-  size_t (*first_negative)(const void *x, size_t n);  /* NULL: unsigned */
-} Ops;
-
-#define COMMON_OPS(S)                                                          \
-  .fill = fill_##S, .add_s = add_s_##S, .sub_s = sub_s_##S,                    \
-  .mul_s = mul_s_##S, .div_s = div_s_##S, .add_v = add_v_##S,                  \
-  .sub_v = sub_v_##S, .mul_v = mul_v_##S, .div_v = div_v_##S,                  \
-  .sqrt = sqrt_##S, .to_double = to_double_##S, .min = min_##S, .max = max_##S
-#define FLOAT_OPS(E, S, T, U)                                                  \
-  [E] = {COMMON_OPS(S), .abs = abs_##S, .from_double = from_double_##S,        \
-         .fsum = sum_##S, .fiota = iota_##S, .frandom = random_##S},
-#define INT_OPS(E, S, T, U)                                                    \
-  .isum = sum_##S, .iiota = iota_##S, .irandom = random_##S,                   \
-  .first_zero = first_zero_##S, .div_checked = div_checked_##S
-#define SIGNED_OPS(E, S, T, U)                                                 \
-  [E] = {COMMON_OPS(S), INT_OPS(E, S, T, U), .abs = abs_##S,                   \
-         .first_negative = first_negative_##S},
-#define UNSIGNED_OPS(E, S, T, U) [E] = {COMMON_OPS(S), INT_OPS(E, S, T, U)},
-
-static const Ops ops[CL_NDTYPES] = {
-  FLOAT_TYPES(FLOAT_OPS) SIGNED_TYPES(SIGNED_OPS) UNSIGNED_TYPES(UNSIGNED_OPS)
-};
-
-/* --- checking views and arguments ----------------------------------------- */
-
-static int is_signed(cl_DType t)
-{
-  return t == CL_I8 || t == CL_I16 || t == CL_I32 || t == CL_I64;
-}
-
-/* The values an integer type holds: [*lo, *hi]. */
-static void int_bounds(cl_DType t, int128 *lo, int128 *hi)
-{
-  int bits = 8 * cl_dtype_sizes[t];
-  if (is_signed(t)) {
-    *lo = -((int128)1 << (bits - 1));
-    *hi = ((int128)1 << (bits - 1)) - 1;
-  } else {
-    *lo = 0;
-    *hi = ((int128)1 << bits) - 1;
-  }
-}
-
-static void check_open(lua_State *L, const View *v)
-{
-  if (!cl_buffer_is_open(v->buf))
-    luaL_error(L, "%s is closed", CL_BUFFER);
-}
-
-/* The view at i, open or not; every function of the type has the
- * metatables as upvalues (cl.h), so v[i] costs no lookup by name. */
-static View *to_view(lua_State *L, int i)
-{
-  View *v = cl_fast_test(L, i, CL_UV_VIEW);
-  return v ? v : luaL_checkudata(L, i, CL_VIEW);
-}
-
-static View *check_view(lua_State *L, int i)
-{
-  View *v = to_view(L, i);
-  check_open(L, v);
-  return v;
-}
-
-cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr)
-{
-  View *v = cl_fast_test(L, i, CL_UV_VIEW);
-  if (!v)
-    return NULL;
-  *ptr = (CUdeviceptr)(uintptr_t)v->base;   /* host-accessible memory: one address for both */
-  return v->buf;
-}
-
-static void *element(const View *v, size_t k)
-{
-  return v->base + k * cl_dtype_sizes[v->type];
+  if (!v->host)
+    luaL_error(L, "this %s is of device memory, which the host cannot read: copy it to a "
+                  "pinned or managed buffer first", CL_VIEW);
+  luaL_error(L, "this %s is not contiguous: the bulk operations need a view whose elements "
+                "are one run of memory", CL_VIEW);
 }
 
 /* The 0-based offset of the integer index at stack slot i. */
@@ -488,23 +41,23 @@ static size_t check_index(lua_State *L, const View *v, int i)
   return (size_t)(k - 1);
 }
 
-/* The view operand at slot i: open, of v's length and, unless any_type, dtype. */
-static View *check_operand(lua_State *L, int i, const View *v, int any_type)
+/* Element k (0-based, C order) of a host view that may be strided. */
+static void *strided_element(const View *v, size_t k)
 {
-  View *o = check_view(L, i);
-  if (o->len != v->len)
-    luaL_error(L, "length mismatch: %s of %I elements and operand of %I", CL_VIEW,
-               (lua_Integer)v->len, (lua_Integer)o->len);
-  if (!any_type && o->type != v->type)
-    luaL_error(L, "dtype mismatch: %s of %s and operand of %s", CL_VIEW,
-               cl_dtype_names[v->type], cl_dtype_names[o->type]);
-  return o;
+  size_t off = 0;
+  for (int d = v->ndim - 1; d >= 0; d--) {
+    off += (k % v->shape[d]) * v->strides[d];
+    k /= v->shape[d];
+  }
+  return view_element(v, off);
 }
 
-static int return_self(lua_State *L)
+/* The address of element k of the open view v, for the host to touch. */
+static void *host_element(lua_State *L, const View *v, size_t k)
 {
-  lua_settop(L, 1);
-  return 1;
+  if (!v->host)
+    view_host_error(L, v);
+  return strided_element(v, k);
 }
 
 /* first, last (1-based, inclusive) at slots i, i + 1, defaulting to the
@@ -523,53 +76,206 @@ static void check_range(lua_State *L, int i, const View *v, size_t *first, size_
   *count = (size_t)(b - a + 1);
 }
 
-/* --- creation, elements, fields ------------------------------------------- */
+/* --- creation ------------------------------------------------------------------ */
 
-/* buf:view(dtype) */
+/* A shape or strides argument at i: an integer (one dimension) or a list of
+ * 1 to VIEW_MAX_DIMS integers >= 0, read raw. Returns the number of
+ * dimensions. */
+static int read_dims(lua_State *L, int i, const char *what, size_t out[VIEW_MAX_DIMS])
+{
+  if (lua_type(L, i) == LUA_TNUMBER) {
+    out[0] = (size_t)cl_check_integer_range(L, i, 0, LUA_MAXINTEGER, what);
+    return 1;
+  }
+  if (!lua_istable(L, i))
+    luaL_typeerror(L, i, "integer or table of integers");
+  lua_Unsigned n = lua_rawlen(L, i);
+  if (n < 1 || n > VIEW_MAX_DIMS)
+    luaL_argerror(L, i, lua_pushfstring(L, "%s must have 1 to %d dimensions, got %I", what,
+                                        VIEW_MAX_DIMS, (lua_Integer)n));
+  for (int d = 0; d < (int)n; d++) {
+    lua_rawgeti(L, i, d + 1);
+    const char *name = lua_pushfstring(L, "%s[%d]", what, d + 1);
+    out[d] = (size_t)cl_to_integer_range(L, -2, 0, LUA_MAXINTEGER, name);
+    lua_pop(L, 2);
+  }
+  return (int)n;
+}
+
+/* Check the shape and strides of v (ndim, shape, strides; given_strides
+ * says whether strides were given) against the buffer's nbytes from
+ * offset `misalign`, and fill in len, contiguous and, when not given, the
+ * C-order strides. Raises for a view that does not fit, overflow included. */
+static void check_layout(lua_State *L, View *v, int given_strides, size_t nbytes)
+{
+  size_t itemsize = cl_dtype_sizes[v->type], len = 1, extent = 1, expect = 1;
+  int contiguous = 1;
+  for (int d = v->ndim - 1; d >= 0; d--) {
+    if (!given_strides)
+      v->strides[d] = expect;
+    if (v->shape[d] != 1 && v->strides[d] != expect)
+      contiguous = 0;
+    size_t reach;
+    if (__builtin_mul_overflow(len, v->shape[d], &len) ||
+        __builtin_mul_overflow(expect, v->shape[d], &expect) ||
+        (v->shape[d] > 0 && (__builtin_mul_overflow(v->shape[d] - 1, v->strides[d], &reach) ||
+                             __builtin_add_overflow(extent, reach, &extent))))
+      luaL_error(L, "%s: shape and strides overflow the address space", CL_VIEW);
+  }
+  if (len == 0)
+    extent = 0;
+  size_t need = 0;
+  if (len > (size_t)LUA_MAXINTEGER || __builtin_mul_overflow(extent, itemsize, &need))
+    luaL_error(L, "%s: shape and strides overflow the address space", CL_VIEW);
+  if (need > nbytes)
+    luaL_error(L, "%s: this shape and these strides reach %I bytes, past the buffer's %I",
+               CL_VIEW, (lua_Integer)need, (lua_Integer)nbytes);
+  v->len = len;
+  v->contiguous = contiguous || len == 0;
+}
+
+/* buf:view(dtype [, shape [, strides]]) and cuda.View(buf, dtype, ...). */
 static int buffer_view(lua_State *L)
 {
+  lua_settop(L, 4);
   cl_DType t = cl_check_dtype(L, 2);
+  View tmp;
+  memset(&tmp, 0, sizeof tmp);
+  tmp.type = t;
+  int has_shape = !lua_isnil(L, 3), has_strides = !lua_isnil(L, 4);
+  if (has_shape)
+    tmp.ndim = read_dims(L, 3, "shape", tmp.shape);
+  if (has_strides) {
+    if (!has_shape)
+      luaL_argerror(L, 4, "strides need a shape");
+    if (read_dims(L, 4, "strides", tmp.strides) != tmp.ndim)
+      luaL_argerror(L, 4, "strides must have as many dimensions as the shape");
+  }
   View *v = lua_newuserdatauv(L, sizeof *v, 1);   /* allocated before the checks (HACKING.md) */
   cl_Buffer *b = cl_check_buffer(L, 1);
-  unsigned char *host = cl_buffer_host(L, 1, b);
   size_t size = cl_dtype_sizes[t];
-  if (b->size % size != 0)
-    return luaL_error(L, "cannot view a buffer of %I bytes as %s: not a multiple of %d bytes",
-                      (lua_Integer)b->size, cl_dtype_names[t], (int)size);
-  if ((uintptr_t)host % size != 0)
+  if (!has_shape) {
+    if (b->size % size != 0)
+      return luaL_error(L, "cannot view a buffer of %I bytes as %s: not a multiple of %d bytes",
+                        (lua_Integer)b->size, cl_dtype_names[t], (int)size);
+    tmp.ndim = 1;
+    tmp.shape[0] = b->size / size;
+  }
+  if (b->ptr % size != 0)
     return luaL_error(L, "cannot view this buffer as %s: its address is not a multiple of %d "
                       "(slice it at an offset that is)", cl_dtype_names[t], (int)size);
-  v->buf = b;
-  v->base = host;
-  v->len = b->size / size;
-  v->type = t;
+  check_layout(L, &tmp, has_strides, b->size);
+  tmp.buf = b;
+  tmp.base = (unsigned char *)(uintptr_t)b->ptr;
+  tmp.host = cl_mr_host_accessible(b->mr);
+  tmp.slow = !tmp.host || !tmp.contiguous;
+  *v = tmp;
   luaL_setmetatable(L, CL_VIEW);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
   return 1;
 }
 
+static int cuda_view(lua_State *L)
+{
+  return buffer_view(L);
+}
+
+/* cuda.is_view(x) */
+static int cuda_is_view(lua_State *L)
+{
+  lua_pushboolean(L, cl_fast_test(L, 1, CL_UV_VIEW) != NULL);
+  return 1;
+}
+
+void cl_view_memory(const void *view, cl_ViewMemory *m)
+{
+  const View *v = view;
+  m->buf = v->buf;
+  m->ptr = (CUdeviceptr)(uintptr_t)v->base;
+  m->nbytes = v->len * cl_dtype_sizes[v->type];
+  m->contiguous = v->contiguous;
+}
+
+cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr)
+{
+  const View *v = cl_fast_test(L, i, CL_UV_VIEW);
+  if (!v)
+    return NULL;
+  *ptr = (CUdeviceptr)(uintptr_t)v->base;   /* a device address for device views */
+  return v->buf;
+}
+
+/* --- fields ---------------------------------------------------------------------- */
+
+static void push_dims(lua_State *L, const size_t *dims, int n)
+{
+  lua_createtable(L, n, 0);
+  for (int d = 0; d < n; d++) {
+    lua_pushinteger(L, (lua_Integer)dims[d]);
+    lua_rawseti(L, -2, d + 1);
+  }
+}
+
 static int view_fields(lua_State *L)
 {
   const char *key = lua_tostring(L, 2);   /* before the check: a number key is converted */
-  View *v = check_view(L, 1);
-  if (key && strcmp(key, "dtype") == 0)
-    lua_pushstring(L, cl_dtype_names[v->type]);
-  else if (key && strcmp(key, "buffer") == 0)
+  View *v = view_check(L, 1);
+  if (key == NULL) {
+    lua_pushnil(L);
+    return 1;
+  }
+  /* copied before anything allocates: a finalizer may close the buffer */
+  View c = *v;
+  const cl_MemoryResource *mr = c.buf->mr;
+  int dev = mr->dev ? mr->dev->ordinal : -1;
+  size_t itemsize = cl_dtype_sizes[c.type];
+  if (strcmp(key, "dtype") == 0)
+    lua_pushstring(L, cl_dtype_names[c.type]);
+  else if (strcmp(key, "buffer") == 0)
     lua_getiuservalue(L, 1, 1);
+  else if (strcmp(key, "shape") == 0)
+    push_dims(L, c.shape, c.ndim);
+  else if (strcmp(key, "strides") == 0)
+    push_dims(L, c.strides, c.ndim);
+  else if (strcmp(key, "ndim") == 0)
+    lua_pushinteger(L, c.ndim);
+  else if (strcmp(key, "size") == 0)
+    lua_pushinteger(L, (lua_Integer)c.len);
+  else if (strcmp(key, "itemsize") == 0)
+    lua_pushinteger(L, (lua_Integer)itemsize);
+  else if (strcmp(key, "nbytes") == 0)
+    lua_pushinteger(L, (lua_Integer)(c.len * itemsize));
+  else if (strcmp(key, "ptr") == 0)
+    lua_pushinteger(L, (lua_Integer)(uintptr_t)c.base);
+  else if (strcmp(key, "device_id") == 0)
+    dev >= 0 ? lua_pushinteger(L, dev) : lua_pushnil(L);
+  else if (strcmp(key, "device") == 0)
+    dev >= 0 ? (void)cl_push_device(L, dev) : lua_pushnil(L);
+  else if (strcmp(key, "is_device") == 0)
+    lua_pushboolean(L, !c.host);
+  else if (strcmp(key, "is_host_accessible") == 0)
+    lua_pushboolean(L, c.host);
+  else if (strcmp(key, "is_device_accessible") == 0)
+    lua_pushboolean(L, cl_mr_device_accessible(mr));
+  else if (strcmp(key, "is_contiguous") == 0)
+    lua_pushboolean(L, c.contiguous);
   else
     lua_pushnil(L);
   return 1;
 }
 
+/* --- elements -------------------------------------------------------------------- */
+
 /* __index: v[i] first (the hot path), then methods, then fields.
  * A closure from cl_push_closure over the methods table. */
 static int view_index(lua_State *L)
 {
-  View *v = to_view(L, 1);
+  View *v = view_to(L, 1);
   if (lua_type(L, 2) == LUA_TNUMBER) {
-    check_open(L, v);
-    cl_dtype_push(L, v->type, element(v, check_index(L, v, 2)));
+    view_check_open(L, v);
+    size_t k = check_index(L, v, 2);
+    cl_dtype_push(L, v->type, v->slow ? host_element(L, v, k) : view_element(v, k));
     return 1;
   }
   lua_pushvalue(L, 2);
@@ -582,40 +288,62 @@ static int view_index(lua_State *L)
 /* __newindex: v[i] = x. */
 static int view_newindex(lua_State *L)
 {
-  View *v = check_view(L, 1);
+  View *v = view_check(L, 1);
   if (lua_type(L, 2) != LUA_TNUMBER)
     return luaL_error(L, "cannot assign to field '%s' of %s: index with integers",
                       luaL_tolstring(L, 2, NULL), CL_VIEW);
-  cl_dtype_store(L, 3, v->type, element(v, check_index(L, v, 2)));
+  size_t k = check_index(L, v, 2);
+  cl_dtype_store(L, 3, v->type, v->slow ? host_element(L, v, k) : view_element(v, k));
   return 0;
 }
 
 static int view_len(lua_State *L)
 {
-  lua_pushinteger(L, (lua_Integer)check_view(L, 1)->len);
+  lua_pushinteger(L, (lua_Integer)view_check(L, 1)->len);
   return 1;
 }
 
 static int view_tostring(lua_State *L)
 {
-  View *v = to_view(L, 1);
+  View *v = view_to(L, 1);
   if (!cl_buffer_is_open(v->buf))
     return cl_push_closed_name(L, CL_VIEW);
-  lua_pushfstring(L, "%s(%s[%I])", CL_VIEW, cl_dtype_names[v->type], (lua_Integer)v->len);
+  View c = *v;                  /* the pushes below may run a finalizer */
+  luaL_Buffer sb;
+  luaL_buffinit(L, &sb);
+  luaL_addstring(&sb, CL_VIEW "(");
+  luaL_addstring(&sb, cl_dtype_names[c.type]);
+  for (int d = 0; d < c.ndim; d++) {
+    lua_pushfstring(L, "%c%I", d == 0 ? '[' : 'x', (lua_Integer)c.shape[d]);
+    luaL_addvalue(&sb);
+  }
+  luaL_addchar(&sb, ']');
+  if (!c.contiguous)
+    luaL_addstring(&sb, ", strided");
+  if (!c.host)
+    luaL_addstring(&sb, ", device");
+  luaL_addchar(&sb, ')');
+  luaL_pushresult(&sb);
   return 1;
 }
 
-/* v:range(first, last): the elements first..last, sharing v's memory. */
+/* v:range(first, last): the elements first..last of a contiguous view, as
+ * a one-dimensional view sharing v's memory. */
 static int view_range(lua_State *L)
 {
   lua_settop(L, 3);
   View *sub = lua_newuserdatauv(L, sizeof *sub, 1);   /* allocated before the checks */
-  View *v = check_view(L, 1);
+  View *v = view_check(L, 1);
+  if (!v->contiguous)
+    view_host_error(L, v);
   size_t first, count;
   check_range(L, 2, v, &first, &count);
   *sub = *v;
-  sub->base = element(v, first);
+  sub->base = view_element(v, first);
   sub->len = count;
+  sub->ndim = 1;
+  sub->shape[0] = count;
+  sub->strides[0] = 1;
   luaL_setmetatable(L, CL_VIEW);
   lua_getiuservalue(L, 1, 1);
   lua_setiuservalue(L, -2, 1);
@@ -625,379 +353,38 @@ static int view_range(lua_State *L)
 /* v:to_table([first, last]) */
 static int view_to_table(lua_State *L)
 {
-  View *v = check_view(L, 1);
+  View *v = view_check(L, 1);
   size_t first, count;
   check_range(L, 2, v, &first, &count);
+  if (!v->host)
+    view_host_error(L, v);
   if (count > INT32_MAX)
     return luaL_error(L, "to_table: %I elements are too many for a table", (lua_Integer)count);
   cl_gc_hold(L);                /* the table is sized by the checked range */
   lua_createtable(L, (int)count, 0);
   for (size_t k = 0; k < count; k++) {
-    cl_dtype_push(L, v->type, element(v, first + k));
+    cl_dtype_push(L, v->type, strided_element(v, first + k));
     lua_rawseti(L, -2, (lua_Integer)k + 1);
   }
   return 1;
 }
 
-/* --- filling ---------------------------------------------------------------- */
-
-static int view_fill(lua_State *L)
+/* copy_to and copy_from take views as well as buffers (buffer.c's
+ * cl_check_span): the same functions become methods of views. */
+static void share_copy_methods(lua_State *L)
 {
-  View *v = check_view(L, 1);
-  cl_Scalar s;
-  cl_scalar_store(L, 2, v->type, &s);
-  ops[v->type].fill(v->base, v->len, s.v.bytes);
-  return return_self(L);
-}
-
-/* v:iota(start, step): element i = start + (i - 1) * step. Floats compute in
- * double and round once; integers must fit, first to last element. */
-static int view_iota(lua_State *L)
-{
-  View *v = check_view(L, 1);
-  const Ops *o = &ops[v->type];
-  if (o->fiota) {
-    double start = luaL_checknumber(L, 2), step = luaL_optnumber(L, 3, 1);
-    double last = start + (double)(v->len ? v->len - 1 : 0) * step;
-    /* the values run monotonically from start to last */
-    if (v->type == CL_F32 && !(cl_fits_float32(start) && cl_fits_float32(last)))
-      return luaL_error(L, "iota(%f, %f) over %I elements leaves the range of float32",
-                        (lua_Number)start, (lua_Number)step, (lua_Integer)v->len);
-    o->fiota(v->base, v->len, start, step);
-    return return_self(L);
+  static const char *const names[] = {"copy_to", "copy_from"};
+  luaL_getmetatable(L, CL_BUFFER);
+  lua_getfield(L, -1, "__index");
+  lua_getupvalue(L, -1, CL_UV_METHODS);
+  luaL_getmetatable(L, CL_VIEW);
+  lua_getfield(L, -1, "__index");
+  lua_getupvalue(L, -1, CL_UV_METHODS);
+  for (int k = 0; k < 2; k++) {
+    lua_getfield(L, -4, names[k]);
+    lua_setfield(L, -2, names[k]);
   }
-  lua_Integer start = luaL_checkinteger(L, 2), step = luaL_optinteger(L, 3, 1);
-  int128 lo, hi;
-  int_bounds(v->type, &lo, &hi);
-  int128 last = (int128)start + (int128)step * (int128)(v->len ? v->len - 1 : 0);
-  if (start < lo || start > hi || last < lo || last > hi)
-    return luaL_error(L, "iota(%I, %I) over %I elements leaves the range of %s", start, step,
-                      (lua_Integer)v->len, cl_dtype_names[v->type]);
-  o->iiota(v->base, v->len, start, step);
-  return return_self(L);
-}
-
-/* v:random(lo, hi [, seed = 0]): uniform in [lo, hi); see "the generator". */
-static int view_random(lua_State *L)
-{
-  View *v = check_view(L, 1);
-  const Ops *o = &ops[v->type];
-  Rng r;
-  rng_seed(&r, (uint64_t)luaL_optinteger(L, 4, 0));
-  if (o->frandom) {
-    double lo = luaL_checknumber(L, 2), hi = luaL_checknumber(L, 3);
-    if (v->type == CL_F32) {
-      if (!cl_fits_float32(lo) || !cl_fits_float32(hi))
-        return luaL_error(L, "random: [%f, %f) leaves the range of float32", (lua_Number)lo,
-                          (lua_Number)hi);
-      lo = (float)lo;
-      hi = (float)hi;
-    }
-    if (!(lo < hi) || !isfinite(hi - lo))
-      return luaL_error(L, "random: need finite lo < hi for %s, got [%f, %f)",
-                        cl_dtype_names[v->type], (lua_Number)lo, (lua_Number)hi);
-    o->frandom(v->base, v->len, &r, lo, hi);
-    return return_self(L);
-  }
-  lua_Integer lo = luaL_checkinteger(L, 2), hi = luaL_checkinteger(L, 3);
-  int128 tlo, thi;
-  int_bounds(v->type, &tlo, &thi);
-  if (lo >= hi || lo < tlo || (int128)hi - 1 > thi)
-    return luaL_error(L, "random: need integers lo < hi with [lo, hi) inside %s, got [%I, %I)",
-                      cl_dtype_names[v->type], lo, hi);
-  o->irandom(v->base, v->len, &r, lo, (uint64_t)hi - (uint64_t)lo);
-  return return_self(L);
-}
-
-/* --- copy --------------------------------------------------------------------
- * v:copy(src) copies src into v. Same dtype: a memmove (views of one buffer
- * may overlap). Different dtypes convert each element exactly as v[i] = x
- * would: to floats by rounding, to integers only for values the type holds;
- * float64 values beyond float32's range are errors, not infinities. An error
- * names the first element that does not fit; elements before it may have
- * been written. */
-
-#define CONVERT_BLOCK 512
-
-static int overlaps(const View *a, const View *b)
-{
-  const unsigned char *a_end = a->base + a->len * cl_dtype_sizes[a->type];
-  const unsigned char *b_end = b->base + b->len * cl_dtype_sizes[b->type];
-  return a->base < b_end && b->base < a_end;
-}
-
-static size_t first_past_float32(const double *d, size_t n)
-{
-  for (size_t i = 0; i < n; i++)
-    if (!cl_fits_float32(d[i]))
-      return i;
-  return n;
-}
-
-static void copy_to_float(lua_State *L, View *dst, const View *src)
-{
-  double tmp[CONVERT_BLOCK];
-  for (size_t i = 0; i < dst->len; i += CONVERT_BLOCK) {
-    size_t m = dst->len - i < CONVERT_BLOCK ? dst->len - i : CONVERT_BLOCK;
-    ops[src->type].to_double(element(src, i), tmp, m);
-    size_t bad = dst->type == CL_F32 ? first_past_float32(tmp, m) : m;
-    if (bad < m)
-      luaL_error(L, "copy: element %I: %f out of range for float32", (lua_Integer)(i + bad) + 1,
-                 (lua_Number)tmp[bad]);
-    ops[dst->type].from_double(element(dst, i), tmp, m);
-  }
-}
-
-typedef struct Conversion { View *dst; const View *src; size_t done; } Conversion;
-
-/* Run under lua_pcall so that a range error can be re-raised naming the
- * element; pushing numbers allocates nothing. */
-static int convert_elements(lua_State *L)
-{
-  Conversion *c = lua_touserdata(L, 1);
-  /* calling this function may have grown the stack, a GC step whose
-   * finalizers could close either buffer */
-  check_open(L, c->dst);
-  check_open(L, c->src);
-  for (; c->done < c->dst->len; c->done++) {
-    cl_dtype_push(L, c->src->type, element(c->src, c->done));
-    cl_dtype_store(L, -1, c->dst->type, element(c->dst, c->done));
-    lua_pop(L, 1);
-  }
-  return 0;
-}
-
-static void copy_to_integer(lua_State *L, View *dst, const View *src)
-{
-  Conversion c = {dst, src, 0};
-  lua_pushcfunction(L, convert_elements);
-  lua_pushlightuserdata(L, &c);
-  int status = lua_pcall(L, 1, 0, 0);
-  if (status == LUA_ERRRUN && lua_type(L, -1) == LUA_TSTRING)
-    luaL_error(L, "copy: element %I: %s", (lua_Integer)c.done + 1, lua_tostring(L, -1));
-  if (status != LUA_OK)
-    lua_error(L);
-}
-
-static int view_copy(lua_State *L)
-{
-  View *v = check_view(L, 1);
-  View *src = check_operand(L, 2, v, 1);
-  if (src->type == v->type)
-    memmove(v->base, src->base, v->len * cl_dtype_sizes[v->type]);
-  else if (overlaps(v, src))
-    return luaL_error(L, "copy: %s and %s views overlap in memory", cl_dtype_names[src->type],
-                      cl_dtype_names[v->type]);
-  else if (cl_dtype_is_float(v->type))
-    copy_to_float(L, v, src);
-  else
-    copy_to_integer(L, v, src);
-  return return_self(L);
-}
-
-/* --- elementwise arithmetic ------------------------------------------------- */
-
-typedef enum { ADD, SUB, MUL, DIV } Arith;
-
-static void check_divisor_scalar(lua_State *L, const View *v, const cl_Scalar *s)
-{
-  static const unsigned char zero[8] = {0};
-  if (!cl_dtype_is_float(v->type) && memcmp(s->v.bytes, zero, cl_dtype_sizes[v->type]) == 0)
-    luaL_error(L, "integer division by zero (%s)", cl_dtype_names[v->type]);
-}
-
-static void divisor_zero_error(lua_State *L, size_t k, const char *why)
-{
-  luaL_error(L, "integer division by zero: divisor element %I is 0%s", (lua_Integer)k + 1, why);
-}
-
-/* v:div(y) for integer views. When y starts below v and overlaps it, the
- * loop writes into divisors it has yet to read, so zeros can appear as it
- * runs: the checked kernel finds them there (elements before have been
- * written). Otherwise every divisor is read as it is now: check them all
- * first, then run the vectorized kernel. */
-static void integer_div_view(lua_State *L, View *v, const View *y)
-{
-  const Ops *o = &ops[v->type];
-  if (y->base < v->base && overlaps(v, y)) {
-    size_t k = o->div_checked(v->base, y->base, v->len);
-    if (k < v->len)
-      divisor_zero_error(L, k, " (written by this division: the operands overlap)");
-    return;
-  }
-  size_t k = o->first_zero(y->base, y->len);
-  if (k < y->len)
-    divisor_zero_error(L, k, "");
-  o->div_v(v->base, y->base, v->len);
-}
-
-/* v:add(x_or_view) and friends: a number, or a view of the same dtype and
- * length. */
-static int arith(lua_State *L, Arith op)
-{
-  View *v = check_view(L, 1);
-  const Ops *o = &ops[v->type];
-  if (lua_type(L, 2) == LUA_TNUMBER) {
-    cl_Scalar s;
-    cl_scalar_store(L, 2, v->type, &s);
-    void (*const kernel[])(void *, size_t, const void *) = {o->add_s, o->sub_s, o->mul_s, o->div_s};
-    if (op == DIV)
-      check_divisor_scalar(L, v, &s);
-    kernel[op](v->base, v->len, s.v.bytes);
-    return return_self(L);
-  }
-  if (!cl_fast_test(L, 2, CL_UV_VIEW))
-    return luaL_typeerror(L, 2, "number or cuda.View");
-  View *y = check_operand(L, 2, v, 0);
-  void (*const kernel[])(void *, const void *, size_t) = {o->add_v, o->sub_v, o->mul_v, o->div_v};
-  if (op == DIV && !cl_dtype_is_float(v->type))
-    integer_div_view(L, v, y);
-  else
-    kernel[op](v->base, y->base, v->len);
-  return return_self(L);
-}
-
-static int view_add(lua_State *L) { return arith(L, ADD); }
-static int view_sub(lua_State *L) { return arith(L, SUB); }
-static int view_mul(lua_State *L) { return arith(L, MUL); }
-static int view_div(lua_State *L) { return arith(L, DIV); }
-
-/* v:scale(a): mul by a number only. */
-static int view_scale(lua_State *L)
-{
-  luaL_checktype(L, 2, LUA_TNUMBER);
-  return arith(L, MUL);
-}
-
-static int view_sqrt(lua_State *L)
-{
-  View *v = check_view(L, 1);
-  const Ops *o = &ops[v->type];
-  if (o->first_negative) {
-    size_t k = o->first_negative(v->base, v->len);
-    if (k < v->len)
-      return luaL_error(L, "sqrt of a negative integer: element %I", (lua_Integer)k + 1);
-  }
-  o->sqrt(v->base, v->len);
-  return return_self(L);
-}
-
-static int view_abs(lua_State *L)
-{
-  View *v = check_view(L, 1);
-  if (ops[v->type].abs)
-    ops[v->type].abs(v->base, v->len);
-  return return_self(L);
-}
-
-/* --- reductions ------------------------------------------------------------- */
-
-static void push_int128(lua_State *L, int128 x)
-{
-  if (x >= INT64_MIN && x <= INT64_MAX)
-    lua_pushinteger(L, (lua_Integer)x);
-  else
-    lua_pushnumber(L, (lua_Number)x);
-}
-
-static int view_sum(lua_State *L)
-{
-  View *v = check_view(L, 1);
-  const Ops *o = &ops[v->type];
-  if (o->fsum)
-    lua_pushnumber(L, o->fsum(v->base, v->len));
-  else
-    push_int128(L, o->isum(v->base, v->len));
-  return 1;
-}
-
-static int extreme(lua_State *L, int want_max)
-{
-  View *v = check_view(L, 1);
-  cl_Scalar m;
-  if (v->len == 0)
-    return luaL_error(L, "%s of an empty %s", want_max ? "max" : "min", CL_VIEW);
-  const Ops *o = &ops[v->type];
-  if ((want_max ? o->max : o->min)(v->base, v->len, m.v.bytes))
-    lua_pushnumber(L, (lua_Number)NAN);
-  else
-    cl_dtype_push(L, v->type, m.v.bytes);
-  return 1;
-}
-
-static int view_min(lua_State *L) { return extreme(L, 0); }
-static int view_max(lua_State *L) { return extreme(L, 1); }
-
-/* --- allclose ----------------------------------------------------------------
- * numpy's rule, in double: a[i] is close to b[i] when a[i] == b[i] (equal
- * infinities included) or |a[i] - b[i]| <= atol + rtol * |b[i]|. NaN is never
- * close. max_abs_err is the largest |a[i] - b[i]| (0 where equal), NaN when
- * any pair has a NaN. int64 values past 2^53 are compared after rounding to
- * double. */
-
-typedef struct Closeness {
-  double rtol, atol, max_err;
-  int nan;
-  size_t first_bad;             /* 0-based; SIZE_MAX while none */
-} Closeness;
-
-/* Counts the pairs of one block that are not close; vectorizable. */
-static size_t count_not_close(const double *a, const double *b, size_t m, Closeness *c)
-{
-  size_t bad = 0;
-  double max_err = c->max_err;
-  int nan = 0;
-  for (size_t i = 0; i < m; i++) {
-    /* equal first: rtol * |inf| is NaN even when rtol is 0 */
-    int equal = a[i] == b[i];
-    double err = equal ? 0 : fabs(a[i] - b[i]);
-    int close = equal | (err <= c->atol + c->rtol * fabs(b[i]));
-    bad += !close;
-    nan |= err != err;
-    max_err = err > max_err ? err : max_err;
-  }
-  c->max_err = max_err;
-  c->nan |= nan;
-  return bad;
-}
-
-static size_t first_not_close(const double *a, const double *b, size_t m, const Closeness *c)
-{
-  for (size_t i = 0; i < m; i++)
-    if (!(a[i] == b[i] || fabs(a[i] - b[i]) <= c->atol + c->rtol * fabs(b[i])))
-      return i;
-  return m;
-}
-
-static double check_tolerance(lua_State *L, int i, double def)
-{
-  double x = luaL_optnumber(L, i, def);
-  if (!(x >= 0))
-    luaL_argerror(L, i, "tolerance must be a number >= 0");
-  return x;
-}
-
-/* v:allclose(other [, rtol = 1e-5, atol = 1e-8]) -> ok, max_abs_err, first_bad_index */
-static int view_allclose(lua_State *L)
-{
-  View *v = check_view(L, 1);
-  View *w = check_operand(L, 2, v, 1);
-  Closeness c = {check_tolerance(L, 3, 1e-5), check_tolerance(L, 4, 1e-8), 0, 0, SIZE_MAX};
-  double a[CONVERT_BLOCK], b[CONVERT_BLOCK];
-  for (size_t i = 0; i < v->len; i += CONVERT_BLOCK) {
-    size_t m = v->len - i < CONVERT_BLOCK ? v->len - i : CONVERT_BLOCK;
-    ops[v->type].to_double(element(v, i), a, m);
-    ops[w->type].to_double(element(w, i), b, m);
-    if (count_not_close(a, b, m, &c) && c.first_bad == SIZE_MAX)
-      c.first_bad = i + first_not_close(a, b, m, &c);
-  }
-  lua_pushboolean(L, c.first_bad == SIZE_MAX);
-  lua_pushnumber(L, c.nan ? (lua_Number)NAN : c.max_err);
-  if (c.first_bad == SIZE_MAX)
-    lua_pushnil(L);
-  else
-    lua_pushinteger(L, (lua_Integer)c.first_bad + 1);
-  return 3;
+  lua_pop(L, 6);
 }
 
 void cl_open_view(lua_State *L)
@@ -1007,13 +394,12 @@ void cl_open_view(lua_State *L)
     {NULL, NULL}
   };
   static const luaL_Reg methods[] = {
-    {"fill", view_fill}, {"iota", view_iota}, {"random", view_random}, {"copy", view_copy},
-    {"scale", view_scale}, {"add", view_add}, {"sub", view_sub}, {"mul", view_mul},
-    {"div", view_div}, {"sqrt", view_sqrt}, {"abs", view_abs}, {"sum", view_sum},
-    {"min", view_min}, {"max", view_max}, {"allclose", view_allclose},
     {"range", view_range}, {"to_table", view_to_table}, {NULL, NULL}
   };
   static const luaL_Reg buffer_methods[] = {{"view", buffer_view}, {NULL, NULL}};
+  static const luaL_Reg functions[] = {
+    {"View", cuda_view}, {"is_view", cuda_is_view}, {NULL, NULL}
+  };
   cl_new_type(L, CL_VIEW, meta, methods, NULL);
   /* Replace the plain methods-table __index with one that serves v[i]
    * first; the methods table becomes its upvalue CL_UV_METHODS, where
@@ -1025,5 +411,8 @@ void cl_open_view(lua_State *L)
   cl_push_closure(L, view_newindex, 0);
   lua_setfield(L, -2, "__newindex");
   lua_pop(L, 1);
+  view_open_math(L);
+  share_copy_methods(L);
   cl_add_methods(L, CL_BUFFER, buffer_methods);
+  cl_setfuncs(L, functions);
 }

@@ -37,6 +37,8 @@ local function workload()
   local h <close> = pinned_pool:allocate(N * 4, s)
   local x <close> = pool:allocate(N * 4, s)
   x:copy_from(h, s)
+  cuda.copy_batch(s, {{x, h}, {h:view("float32"), x:view("float32", {N // 2, 2})}},
+                  {src_access_order = "any"})
   pool:trim(0)
   local _ = pool.reserved_current
   local kk = require("cuda.kernels").load(d, "scale_and_bias.cu", "scale_and_bias")

@@ -6,7 +6,7 @@ local json = require "cuda.json"
 local cudalua = t.cudalua()
 local nodrv = "CUDALUA_LIBCUDA=/nonexistent " .. cudalua
 
-local scripts = {"device_query", "streaming_overlap", "memory_resources", "launch_cost"}
+local scripts = {"device_query", "streaming_overlap", "memory_resources", "launch_cost", "copy_batch_cost"}
 for _, name in ipairs(scripts) do
   local code, out = t.run(nodrv .. " " .. name .. " --help")
   t.is(code, 0, name .. " --help exits 0 without a GPU")

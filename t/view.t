@@ -841,7 +841,7 @@ do
     dev:set_current()
     local s = dev:create_stream()
     local d = dev.memory_resource:allocate(64, s)
-    t.raises(function() d:view("float32") end, "pinned", "a device-only buffer cannot be viewed")
+    t.raises(function() return d:view("float32")[1] end, "pinned", "a device-only buffer's elements cannot be read")
   else
     t.skip("no CUDA device: device-only buffers", 1)
   end

@@ -403,6 +403,37 @@ CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream
   return fake_submit(s, &w);
 }
 
+/* A batch is its copies in order, each stream work as cuMemcpyAsync's is;
+ * the arguments are checked first, as the driver documents them. */
+CUresult fake_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                 CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                 CUstream s)
+{
+  FAKE_ENTER(cuMemcpyBatchAsync);
+  if (count == 0 || !dsts || !srcs || !sizes || !attrs || !attrsIdxs || numAttrs == 0 ||
+      numAttrs > count || attrsIdxs[0] != 0 || s == CU_STREAM_LEGACY)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < numAttrs; k++) {
+    CUmemcpySrcAccessOrder o = attrs[k].srcAccessOrder;
+    if (o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o != CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL &&
+        o != CU_MEMCPY_SRC_ACCESS_ORDER_ANY)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (k > 0 && (attrsIdxs[k] <= attrsIdxs[k - 1] || attrsIdxs[k] >= count))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t k = 0; k < count; k++)
+    if (sizes[k] == 0)
+      return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < count; k++) {
+    struct fake_Work w;
+    fake_memcpy_item(&w, dsts[k], srcs[k], sizes[k]);
+    CUresult r = fake_submit(s, &w);
+    if (r != CUDA_SUCCESS)
+      return r;
+  }
+  return CUDA_SUCCESS;
+}
+
 void fake_memcpy_item(struct fake_Work *w, CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
   *w = (struct fake_Work){.kind = WORK_MEMCPY};

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/* copy_batch.c: cuda.copy_batch, many copies in one driver call.
+ *
+ * cuda.copy_batch(stream, {{dst, src [, size]}, ...} [, options]) issues
+ * every pair through one cuMemcpyBatchAsync: the batch runs in stream
+ * order as a whole, its copies in no particular order among themselves.
+ * Each end is a buffer, a slice or a contiguous view of any memory
+ * (device, pinned, managed, pageable). Every pair is checked (open
+ * handles, sizes, bounds, devices) before anything is queued, so a bad
+ * pair queues nothing.
+ *
+ * The one allocation is the scratch the driver reads (the pointer and size
+ * arrays), a userdata made first, before any check (HACKING.md); reading
+ * the list is raw, so no metamethod runs between the checks and the call. */
+#include <string.h>
+
+#include "cl.h"
+
+typedef struct Scratch {
+  CUdeviceptr *dsts, *srcs;
+  size_t *sizes;
+} Scratch;
+
+static void *scratch_new(lua_State *L, size_t n, Scratch *s)
+{
+  const size_t each = 2 * sizeof(CUdeviceptr) + sizeof(size_t);
+  if (n > SIZE_MAX / each)
+    luaL_error(L, "copy_batch: %I copies are too many", (lua_Integer)n);
+  unsigned char *p = lua_newuserdatauv(L, n * each, 0);
+  s->dsts = (CUdeviceptr *)(void *)p;
+  s->srcs = s->dsts + n;
+  s->sizes = (size_t *)(void *)(s->srcs + n);
+  return p;
+}
+
+/* The options: one set of CUmemcpyAttributes for the whole batch. */
+static void read_options(lua_State *L, int opts, CUmemcpyAttributes *a)
+{
+  static const char *const known[] = {
+    "src_access_order", "src_location_hint", "dst_location_hint", "prefer_overlap", NULL
+  };
+  static const char *const orders[] = {"stream", "during_api_call", "any", NULL};
+  static const CUmemcpySrcAccessOrder order_values[] = {
+    CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL,
+    CU_MEMCPY_SRC_ACCESS_ORDER_ANY
+  };
+  static const char *const hints[] = {"src_location_hint", "dst_location_hint"};
+  memset(a, 0, sizeof *a);
+  a->srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  a->srcLocHint.type = CU_MEM_LOCATION_TYPE_INVALID;
+  a->dstLocHint.type = CU_MEM_LOCATION_TYPE_INVALID;
+  if (lua_isnoneornil(L, opts))
+    return;
+  cl_check_options(L, opts, known);
+  cl_opt_string(L, opts, "src_access_order", "stream");
+  a->srcAccessOrder = order_values[luaL_checkoption(L, -1, NULL, orders)];
+  lua_pop(L, 1);
+  if (cl_opt_boolean(L, opts, "prefer_overlap", 0))
+    a->flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE;
+  for (int k = 0; k < 2; k++) {
+    CUmemLocation *loc = k == 0 ? &a->srcLocHint : &a->dstLocHint;
+    lua_getfield(L, opts, hints[k]);
+    if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "host") == 0)
+      loc->type = CU_MEM_LOCATION_TYPE_HOST;
+    else if (luaL_testudata(L, -1, CL_DEVICE)) {
+      loc->type = CU_MEM_LOCATION_TYPE_DEVICE;
+      loc->id = ((cl_Device *)lua_touserdata(L, -1))->ordinal;
+    } else if (!lua_isnil(L, -1))
+      luaL_argerror(L, opts, lua_pushfstring(L, "%s must be a cuda.Device or \"host\", got %s",
+                                             hints[k], luaL_typename(L, -1)));
+    lua_pop(L, 1);
+  }
+}
+
+/* Pair k (1-based) of the list at li, checked, into slot k - 1 of s. The
+ * pair's values stay reachable from the list, which the caller holds. */
+static void check_pair(lua_State *L, int li, lua_Integer k, const cl_Stream *st, Scratch *s)
+{
+  if (lua_rawgeti(L, li, k) != LUA_TTABLE)
+    luaL_error(L, "copy_batch: copy %I must be a table {dst, src [, size]}, got %s", k,
+               luaL_typename(L, -1));
+  int pi = lua_gettop(L);
+  lua_rawgeti(L, pi, 1);
+  lua_rawgeti(L, pi, 2);
+  cl_Span dst, src;
+  if (!cl_fast_test(L, -2, CL_UV_BUFFER) && !cl_fast_test(L, -2, CL_UV_VIEW))
+    luaL_error(L, "copy_batch: copy %I: dst must be a cuda.Buffer or cuda.View, got %s", k,
+               luaL_typename(L, -2));
+  if (!cl_fast_test(L, -1, CL_UV_BUFFER) && !cl_fast_test(L, -1, CL_UV_VIEW))
+    luaL_error(L, "copy_batch: copy %I: src must be a cuda.Buffer or cuda.View, got %s", k,
+               luaL_typename(L, -1));
+  cl_check_span(L, -2, &dst);
+  cl_check_span(L, -1, &src);
+  size_t n = src.size;
+  int type = lua_rawgeti(L, pi, 3);
+  if (type != LUA_TNIL) {
+    int isint = 0;
+    lua_Integer size = lua_tointegerx(L, -1, &isint);
+    if (type != LUA_TNUMBER || !isint || size < 1)
+      luaL_error(L, "copy_batch: copy %I: size must be an integer >= 1", k);
+    if ((lua_Unsigned)size > src.size || (lua_Unsigned)size > dst.size)
+      luaL_error(L, "copy_batch: copy %I: %I bytes do not fit (src has %I, dst %I)", k, size,
+                 (lua_Integer)src.size, (lua_Integer)dst.size);
+    n = (size_t)size;
+  } else if (src.size != dst.size)
+    luaL_error(L, "copy_batch: copy %I: cannot copy %I bytes into %I: sizes must match, or "
+                  "give a size", k, (lua_Integer)src.size, (lua_Integer)dst.size);
+  if (dst.mr->dev != st->dev && src.mr->dev != st->dev &&
+      (dst.mr->kind == CL_MR_DEVICE || src.mr->kind == CL_MR_DEVICE))
+    luaL_error(L, "copy_batch: copy %I: device %d memory on a stream of device %d: use a "
+                  "stream of the source's or the destination's device", k,
+               (dst.mr->kind == CL_MR_DEVICE ? dst.mr : src.mr)->dev->ordinal, st->dev->ordinal);
+  s->dsts[k - 1] = dst.ptr;
+  s->srcs[k - 1] = src.ptr;
+  s->sizes[k - 1] = n;
+  lua_settop(L, pi - 1);
+}
+
+/* What a capture keeps: every buffer and view of the batch. After the
+ * driver call, so allocating here is safe. */
+static void keep_for_capture(lua_State *L, cl_Stream *st, int li, size_t n)
+{
+  for (size_t k = 1; k <= n; k++) {
+    lua_rawgeti(L, li, (lua_Integer)k);
+    int pi = lua_gettop(L);
+    lua_rawgeti(L, pi, 1);
+    lua_rawgeti(L, pi, 2);
+    cl_capture_keep(L, st, 1, pi + 1, pi + 2);
+    lua_settop(L, pi - 1);
+  }
+}
+
+/* cuda.copy_batch(stream, {{dst, src [, size]}, ...} [, options]) */
+static int cuda_copy_batch(lua_State *L)
+{
+  lua_settop(L, 3);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  CUmemcpyAttributes attrs;
+  read_options(L, 3, &attrs);
+  size_t n = (size_t)lua_rawlen(L, 2);
+  Scratch s;
+  scratch_new(L, n, &s);        /* before the checks (HACKING.md) */
+  cl_Stream *st = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
+  if (st->handle == CU_STREAM_LEGACY || st->handle == NULL)
+    luaL_argerror(L, 1, "copy_batch needs a stream other than the legacy default stream");
+  for (size_t k = 1; k <= n; k++)
+    check_pair(L, 2, (lua_Integer)k, st, &s);
+  if (n == 0)
+    return 0;
+  size_t first = 0;
+  cl_device_activate(L, st->dev);
+#if CUDA_VERSION >= 13000
+  CL_TRY(L, cuMemcpyBatchAsync, (s.dsts, s.srcs, s.sizes, n, &attrs, &first, 1, st->handle));
+#else
+  size_t fail = SIZE_MAX;
+  CUresult r = CL_CALL(cuMemcpyBatchAsync, (s.dsts, s.srcs, s.sizes, n, &attrs, &first, 1,
+                                            &fail, st->handle));
+  if (r != CUDA_SUCCESS)
+    cl_raise_detail(L, r, "cuMemcpyBatchAsync", fail == SIZE_MAX ? "" : " (copy %d)",
+                    (int)fail + 1);
+#endif
+  if (st->capture)
+    keep_for_capture(L, st, 2, n);
+  return 0;
+}
+
+void cl_open_copy_batch(lua_State *L)
+{
+  static const luaL_Reg functions[] = {{"copy_batch", cuda_copy_batch}, {NULL, NULL}};
+  cl_setfuncs(L, functions);
+}

@@ -1,0 +1,143 @@
+-- cuda.copy_batch: random batches of copies between every kind of memory
+-- (device, pinned, managed, pageable), of buffers, slices and views,
+-- verified against the same copies made on the host; every pair checked
+-- before anything is queued; options. On the GPU when there is one, else
+-- under the fake driver.
+local t = require "tap"
+local cuda = require "cuda"
+local fakecuda
+if not cuda.is_available() then cuda, fakecuda = require("fake").start() end
+t.seed()
+
+local dev = cuda.Device(0)
+dev:set_current()
+local s = dev:create_stream()
+local kinds = {
+  device = dev.memory_resource, pinned = cuda.PinnedMemoryResource(),
+  managed = cuda.ManagedMemoryResource(), pageable = cuda.HostMemoryResource(),
+}
+local names = {"device", "pinned", "managed", "pageable"}
+local SIZE = 4096
+
+-- Two buffers of each kind (sources "name" and destinations "name'", since
+-- a batch's copies run in no order), with host mirrors (Lua strings).
+local bufs, mirror = {}, {}
+local stage = kinds.pinned:allocate(SIZE)
+local function upload(name)
+  local b = bufs[name]
+  local v = stage:view("uint8")
+  v:random(0, 256, math.random(1 << 40))
+  mirror[name] = string.char(table.unpack(v:to_table(1, SIZE // 2))) ..
+                 string.char(table.unpack(v:to_table(SIZE // 2 + 1, SIZE)))
+  b:copy_from(stage, s)
+end
+local function download(name)
+  bufs[name]:copy_to(stage, s)
+  s:sync()
+  local v = stage:view("uint8")
+  return string.char(table.unpack(v:to_table(1, SIZE // 2))) ..
+         string.char(table.unpack(v:to_table(SIZE // 2 + 1, SIZE)))
+end
+for _, name in ipairs(names) do
+  bufs[name] = kinds[name]:allocate(SIZE, s)
+  bufs[name .. "'"] = kinds[name]:allocate(SIZE, s)
+end
+
+local function span(name, off, len)
+  local b = bufs[name]
+  local r = math.random(3)
+  if r == 1 and off == 0 and len == SIZE then return b end
+  if r == 2 and off % 4 == 0 and len % 4 == 0 then
+    return b:slice(off, len):view("float32")
+  end
+  return b:slice(off, len)
+end
+
+for round = 1, 5 do
+  for _, name in ipairs(names) do upload(name); upload(name .. "'") end
+  s:sync()
+  -- non-overlapping destination ranges: each destination is cut into pieces
+  local pairs_, expect = {}, {}
+  for _, name in ipairs(names) do expect[name] = {} end
+  for _, dname in ipairs(names) do
+    local off = 0
+    while off < SIZE do
+      local len = math.min(SIZE - off, 4 * math.random(1, 64))
+      local sname = names[math.random(#names)]
+      local soff = 4 * math.random(0, (SIZE - len) // 4)
+      local explicit = math.random(2) == 1
+      local src = span(sname, soff, len)
+      local dst = span(dname .. "'", off, len)
+      pairs_[#pairs_ + 1] = explicit and {dst, src, len} or {dst, src}
+      expect[dname][#expect[dname] + 1] = {off, mirror[sname]:sub(soff + 1, soff + len)}
+      off = off + len
+    end
+  end
+  cuda.copy_batch(s, pairs_, {src_access_order = ({"stream", "any", "during_api_call"})[math.random(3)]})
+  s:sync()
+  local all = true
+  for _, dname in ipairs(names) do
+    local want = {}
+    for _, piece in ipairs(expect[dname]) do want[#want + 1] = piece[2] end
+    if download(dname .. "'") ~= table.concat(want) then all = false; t.diag("round " .. round .. ": " .. dname .. " differs") end
+  end
+  t.ok(all, ("round %d: a batch of %d copies between every kind of memory"):format(round, #pairs_))
+end
+
+-- a size shorter than both ends copies a prefix
+upload("pinned"); upload("device"); s:sync()
+local before = mirror.device
+cuda.copy_batch(s, {{bufs.device, bufs.pinned, 100}})
+s:sync()
+t.is(download("device"), mirror.pinned:sub(1, 100) .. before:sub(101), "size copies a prefix")
+-- an empty batch does nothing
+t.is(select("#", cuda.copy_batch(s, {})), 0, "an empty batch")
+
+-- every pair is checked before anything is queued
+upload("device"); s:sync()
+local snapshot = mirror.device
+local closed = kinds.pinned:allocate(SIZE); closed:close()
+local function refuses(list, pattern, what, opts)
+  t.raises(function() cuda.copy_batch(s, list, opts) end, pattern, what)
+end
+local good = {bufs.device, bufs.pinned}
+refuses({good, {bufs.device, kinds.pinned:allocate(8)}}, "copy 2: cannot copy 8 bytes into 4096", "sizes must match")
+refuses({good, {bufs.device, closed}}, "closed", "a closed source")
+refuses({good, {closed, bufs.device}}, "closed", "a closed destination")
+refuses({good, {bufs.device, bufs.pinned, SIZE + 1}}, "copy 2: 4097 bytes do not fit", "size past the end")
+refuses({good, {bufs.device, bufs.pinned, 0}}, "size must be an integer >= 1", "size 0")
+refuses({good, {bufs.device, bufs.pinned, 1.5}}, "size must be an integer >= 1", "fractional size")
+refuses({good, {bufs.device, bufs.pinned, "8"}}, "size must be an integer >= 1", "a string size")
+refuses({good, 5}, "copy 2 must be a table", "a number pair")
+refuses({good, {5, bufs.pinned}}, "copy 2: dst must be a cuda.Buffer or cuda.View", "a number dst")
+refuses({good, {bufs.device}}, "copy 2: src must be", "a missing src")
+refuses({good, {bufs.device, bufs.pinned:view("float32", {4, 4}, {8, 1})}}, "strided", "a strided view")
+refuses({good}, "unknown option 'order'", "unknown option", {order = "any"})
+refuses({good}, "invalid option 'sometimes'", "bad access order", {src_access_order = "sometimes"})
+refuses({good}, "src_location_hint must be a cuda.Device or \"host\"", "bad hint", {src_location_hint = 5})
+t.raises(function() cuda.copy_batch(s, 5) end, "table expected", "a number list")
+t.raises(function() cuda.copy_batch(5, {good}) end, "cuda%.Stream expected", "a number stream")
+local cs = dev:create_stream(); cs:close()
+t.raises(function() cuda.copy_batch(cs, {good}) end, "cuda%.Stream is closed", "a closed stream")
+t.is(download("device"), snapshot, "refused batches queued nothing")
+-- hints and overlap are accepted
+cuda.copy_batch(s, {good}, {src_location_hint = dev, dst_location_hint = "host", prefer_overlap = true})
+s:sync()
+
+-- a captured batch keeps its buffers for the graph
+local tmp = kinds.device:allocate(SIZE, s)
+s:begin_capture()
+cuda.copy_batch(s, {{tmp, bufs.pinned}, {bufs.device, tmp:view("uint8")}})
+local g = s:end_capture()
+tmp:close(s)
+upload("pinned"); s:sync()
+g:launch(s); s:sync()
+t.is(download("device"), mirror.pinned, "a captured batch runs in its graph after its buffers are closed")
+g:close()
+
+if fakecuda then
+  fakecuda.fail("cuMemcpyBatchAsync", 1, 1)
+  local ok, e = pcall(cuda.copy_batch, s, {good})
+  t.ok(not ok and tostring(e):find("cuMemcpyBatchAsync"), "a driver failure raises a cuda.Error")
+end
+t.done()
