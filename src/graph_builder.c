@@ -25,7 +25,7 @@
  * graph with conditional nodes (in it or in its bodies) is never a child
  * graph and has one executable at a time; a body holds no event nodes,
  * nor a child graph with some; a conditional node takes only a handle that
- * create_conditional_handle made for its graph or one that contains it.
+ * create_conditional_handle made for its own graph.
  *
  * HACKING.md's rule: every method first reads its arguments and allocates
  * what it returns (a node, closed until made; a body builder; a graph),
@@ -380,24 +380,19 @@ static int builder_create_conditional_handle(lua_State *L)
   return 1;
 }
 
-/* Whether create_conditional_handle of the builder at bi, or of a builder
- * whose body it is (at any depth), made the handle at hi: cuda.h lets a
- * conditional node use a handle of its graph or of a graph containing it. */
+/* Whether create_conditional_handle of the builder at bi made the handle
+ * at hi: cuGraphConditionalHandleCreate takes the graph that will contain
+ * the node, and the H200's driver refuses a node in a body that uses a
+ * handle of the graph containing the body (CUDA_ERROR_INVALID_VALUE). */
 static int made_handle(lua_State *L, int hi, int bi)
 {
-  int top = lua_gettop(L), found = 0;
-  lua_pushvalue(L, bi);
-  while (!found && lua_type(L, -1) == LUA_TUSERDATA) {
-    if (lua_getiuservalue(L, -1, 5) == LUA_TTABLE) {
-      lua_pushvalue(L, hi);
-      found = lua_rawget(L, -2) != LUA_TNIL;
-      lua_pop(L, 1);
-    }
+  int found = 0;
+  if (lua_getiuservalue(L, bi, 5) == LUA_TTABLE) {
+    lua_pushvalue(L, hi);
+    found = lua_rawget(L, -2) != LUA_TNIL;
     lua_pop(L, 1);
-    lua_getiuservalue(L, -1, 3);   /* its parent, or nil */
-    lua_remove(L, -2);
   }
-  lua_settop(L, top);
+  lua_pop(L, 1);
   return found;
 }
 
@@ -415,7 +410,7 @@ static int builder_conditional(lua_State *L, CUgraphConditionalNodeType type)
   CUgraphNode deps[MAX_DEPS], node;
   size_t n = begin_node(L, &b, deps);
   luaL_argcheck(L, made_handle(L, 3, 1), 3, "the handle is not one that create_conditional_handle "
-                "made for this graph or for a graph that contains it");
+                "made for this graph");
   CUgraphNodeParams p;
   memset(&p, 0, sizeof p);
   p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;

@@ -202,6 +202,22 @@ local actions = {
   function() local o = pick("obj"); if o then
       add("kernel", o:get_kernel("scale_and_bias", math.random(2) == 1 and "float*, float, float, size_t" or "float*, double")) end end,
   function() local o = any(); return tostring(o), o ~= nil and type(o) == "userdata" and o.device end,
+  -- views of any memory, shaped and strided; batched copies; deallocation streams
+  function() local b = pick("buffer"); if b then
+      add("view", b:view("float32", {any(), math.random(1, 4)}, math.random(2) == 1 and {any(), 1} or nil)) end end,
+  function() local b = pick("buffer"); if b then add("view", b:view("uint8", {math.random(1, b.size)})) end end,
+  function() local v = pick("view"); if v then return v.shape, v.strides, v.device, v.is_device, v.ptr, v.nbytes end end,
+  function() local v, s = pick("view"), pick("stream"); if v and s then v:copy_to(pick("buffer") or pick("view"), s) end end,
+  function() local v, s = pick("view"), pick("stream"); if v and s then
+      cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 32}, kernel, v, scalar(), scalar(), cuda.u64(0)) end end,
+  function() local s = pick("stream"); if s then
+      local list = {}
+      for k = 1, math.random(0, 6) do
+        list[k] = {pick("buffer") or pick("view"), pick("view") or pick("buffer"), math.random(3) == 1 and any() or nil}
+      end
+      cuda.copy_batch(s, list, math.random(2) == 1 and {src_access_order = ({"stream", "any", "during_api_call", any()})[math.random(4)]} or nil) end end,
+  function() local b, s = pick("buffer"), pick("stream"); if b and s then b:set_deallocation_stream(s) end end,
+  function() return dev.default_stream, dev.per_thread_default_stream, dev.memory_resource.release_threshold end,
   -- graphs: event nodes, conditional handles (forged ones too), memsets and
   -- copies of any buffer, kernel updates, events recorded into captures
   function() local b, e = pick("builder"), pick("event"); if b and e then

@@ -65,13 +65,14 @@ print("waited", tostring(s), calls("cuStreamSynchronize") + calls("cuStreamQuery
 
 case{name = "ev:sync whose host function's finalizer closes ev", body = [[
 local s = dev:create_stream()
-local ev = s:record()
+local ev = dev:create_event()
 local after
 s:launch_host_func(function()
   setmetatable({}, {__gc = function() ev:close() end})
   collectgarbage()
   after = calls("cuEventSynchronize") + calls("cuEventQuery")
 end)
+s:record(ev)                    -- after the host function: on a GPU the wait must run it
 ev:sync()
 print("waited", tostring(ev), calls("cuEventSynchronize") + calls("cuEventQuery") - after)
 ]], want = "waited\tcuda%.Event %(closed%)\t0\n"}
