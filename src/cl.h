@@ -33,6 +33,7 @@
 #define CL_LAUNCHCONFIG "cuda.LaunchConfig"
 #define CL_SCALAR       "cuda.Scalar"
 #define CL_GRAPH        "cuda.Graph"
+#define CL_ARRAY        "cuda.Array"
 
 /* --- devices (device.c) -------------------------------------------------- */
 
@@ -203,6 +204,30 @@ static inline int cl_mr_accessible_from(const cl_MemoryResource *mr, const cl_De
     return 1;
   return d->ordinal < 64 && (mr->peer_mask >> d->ordinal & 1);
 }
+
+/* --- CUDA arrays (array.c), textures and surfaces (texture.c) ----------- */
+
+typedef struct cl_Array {
+  int closed;
+  CUarray handle;               /* kept past close while users > 0 */
+  cl_Device *dev;
+  CUDA_ARRAY3D_DESCRIPTOR desc;
+  unsigned elem_size;           /* bytes of one channel */
+  size_t size;                  /* bytes of the whole array, rows packed */
+  int users;                    /* live textures and surfaces over it */
+} cl_Array;                     /* user value 1: the device */
+
+cl_Array *cl_check_array(lua_State *L, int i);
+/* A texture or surface over a is gone: a closed array goes with the last. */
+void cl_array_user_gone(cl_Array *a);
+/* The format option field of the table at idx ("float32" when absent) as a
+ * CUarray_format; *size gets the bytes of one channel. */
+int cl_check_array_format(lua_State *L, int idx, const char *field, unsigned *size);
+/* cuda.launch's hook: 1 and the 8-byte handle in *slot for an open texture
+ * or surface object (metatable mt, userdata ud), -1 for a closed one (its
+ * type name in *tname), 0 for any other value. Runs no Lua. */
+int cl_object_arg(lua_State *L, const void *mt, const void *ud, uint64_t *slot,
+                  const char **tname);
 
 /* --- element types and typed scalars (dtype.c) --------------------------- */
 
@@ -491,6 +516,8 @@ void cl_open_linker(lua_State *L);
 void cl_open_launch(lua_State *L);
 void cl_open_graph(lua_State *L);
 void cl_open_term(lua_State *L);
+void cl_open_array(lua_State *L);
+void cl_open_texture(lua_State *L);
 
 /* --- devices, graphs and green contexts at cuda.core's level -------------- */
 

@@ -49,5 +49,7 @@ int luaopen_cuda(lua_State *L)
   cl_open_context(L);
   cl_open_nvtx(L);
   cl_open_affinity(L);
+  cl_open_array(L);
+  cl_open_texture(L);
   return 1;
 }

@@ -49,7 +49,11 @@
   X(cuCtxFromGreenCtx) X(cuGreenCtxStreamCreate) X(cuGreenCtxGetDevResource) \
   X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLaunchHostFunc)  \
   X(cuDeviceCanAccessPeer)                                                  \
-  X(cuStreamIsCapturing)
+  X(cuStreamIsCapturing)                                                    \
+  X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3DAsync)                   \
+  X(cuTexObjectCreate) X(cuTexObjectDestroy)                                \
+  X(cuSurfObjectCreate) X(cuSurfObjectDestroy)                              \
+  X(cuDeviceGetGraphMemAttribute) X(cuDeviceGraphMemTrim)
 
 /* Entry points whose prototype in cuda.h is older than the newest ABI the
  * driver has under that name: asked for at the version of the header's

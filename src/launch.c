@@ -225,6 +225,8 @@ static void pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d
   int size = k->param_size[n - 1];
   int type = lua_type(L, i);
   const void *mt = type == LUA_TUSERDATA ? cl_metatable_of(L, i) : NULL;
+  const char *tname;
+  int obj;
   if (type == LUA_TNUMBER)
     pack_number(L, k, i, n, size, slot);
   else if (cl_metatable_is(L, mt, CL_UV_BUFFER))
@@ -236,6 +238,10 @@ static void pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d
                 lua_pushfstring(L, "a %d-byte %s", (int)cl_dtype_sizes[sc->type],
                                 cl_dtype_names[sc->type]), size);
     memcpy(slot, sc->v.bytes, 8);
+  } else if ((obj = mt ? cl_object_arg(L, mt, lua_touserdata(L, i), slot, &tname) : 0) != 0) {
+    if (obj < 0 || size != 8)   /* a texture or surface object: its 8-byte handle */
+      arg_error(L, k, n, obj < 0 ? "the %s is closed" : "a %s passes 8 bytes (the parameter is %d bytes)",
+                tname, size);
   } else
     arg_error(L, k, n, "expected a cuda.Buffer, a typed scalar or a number, got %s",
               luaL_typename(L, i), 0);

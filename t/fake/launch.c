@@ -42,7 +42,32 @@ static void scale_and_bias(Param *p)
     data[i] = data[i] * scale + bias;
 }
 
+/* tex_fetch(u64 tex, float *out, u64 w, u64 n): out[i] = the texture's
+ * float element i (of packed rows w wide: (i % w, i / w)), or NaN past its
+ * end or for a handle that is not a live texture (t/texture_kernels.lua) */
+static void tex_fetch(Param *p)
+{
+  size_t bytes = 0;
+  const float *data = fake_object_data(param_u64(p[0]), 0, &bytes);
+  float *out = param_ptr(p[1]);
+  for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++)
+    out[i] = data && i < bytes / sizeof *data ? data[i] : NAN;
+}
+
+/* surf_fill(u64 surf, float value, u64 w, u64 n): the surface's float
+ * elements 0 .. n-1 become value + i, as far as the surface reaches */
+static void surf_fill(Param *p)
+{
+  size_t bytes = 0;
+  float *data = fake_object_data(param_u64(p[0]), 1, &bytes);
+  float value = param_f32(p[1]);
+  for (uint64_t i = 0, n = param_u64(p[3]); data && i < n && i < bytes / sizeof *data; i++)
+    data[i] = value + (float)i;
+}
+
 static const struct { const char *name; int nparams; void (*run)(Param *); } emulations[] = {
+  {"tex_fetch", 4, tex_fetch},
+  {"surf_fill", 4, surf_fill},
   {"vector_scale", 4, vector_scale},
   {"scale_and_bias", 4, scale_and_bias},
 };
