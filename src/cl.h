@@ -543,6 +543,12 @@ void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p);
  * it: what the graph's nodes use. */
 void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
                         unsigned long long flags);
+/* The same in two steps, for a caller whose graph a finalizer may destroy:
+ * push the executable, closed (this allocates), then check the graph and
+ * make it over the executable on the top of the stack (this does not). */
+void cl_new_graph_exec(lua_State *L);
+void cl_make_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
+                        unsigned long long flags);
 /* What a graph uses, kept alive and counted (graph.c): a cuda.GraphRefs
  * holds a set of buffers and kernels; each counts in its buffer's (or
  * ObjectCode's) graph_refs until the holder is released, when its graph

@@ -230,14 +230,26 @@ static int stream_begin_capture(lua_State *L)
   return 0;
 }
 
-void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
-                        unsigned long long flags)
+void cl_new_graph_exec(lua_State *L)
 {
-  cl_Device *d = cl_check_device(L, devi);
   Graph *g = lua_newuserdatauv(L, sizeof *g, 3);
   memset(g, 0, sizeof *g);
   g->closed = 1;  /* until the executable exists */
   luaL_setmetatable(L, CL_GRAPH);
+}
+
+void cl_push_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
+                        unsigned long long flags)
+{
+  cl_new_graph_exec(L);
+  cl_make_graph_exec(L, graph, owns_graph, devi, refs, flags);
+}
+
+void cl_make_graph_exec(lua_State *L, CUgraph graph, int owns_graph, int devi, int refs,
+                        unsigned long long flags)
+{
+  cl_Device *d = cl_check_device(L, devi);
+  Graph *g = lua_touserdata(L, -1);
   CUresult r = CL_CALL(cuGraphInstantiateWithFlags, (&g->exec, graph, flags));
   if (r != CUDA_SUCCESS) {
     if (owns_graph) {           /* a capture's graph: nothing will use what it captured */

@@ -336,10 +336,12 @@ static int builder_instantiate(lua_State *L)
   if (check_builder(L, 1)->parent)
     return luaL_error(L, "a conditional body is instantiated with the graph that owns it");
   unsigned long long flags = cl_check_instantiate_options(L, 2);
-  Builder *b = check_builder(L, 1);   /* the options' metamethods may have closed it */
   lua_getiuservalue(L, 1, 1);
+  int devi = lua_gettop(L);
+  cl_new_graph_exec(L);         /* allocates: a finalizer may close the builder */
+  Builder *b = check_builder(L, 1);   /* so may the options' metamethods */
   cl_device_activate(L, b->dev);
-  cl_push_graph_exec(L, b->graph, 0, lua_gettop(L), 1, flags);
+  cl_make_graph_exec(L, b->graph, 0, devi, 1, flags);
   b->execs++;
   return 1;
 }
