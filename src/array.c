@@ -214,10 +214,8 @@ static int array_copy_to(lua_State *L) { return array_copy(L, 1); }
 static int array_fields(lua_State *L)
 {
   cl_Array *a = luaL_checkudata(L, 1, CL_ARRAY);
-  const char *key = lua_tostring(L, 2);
-  if (key == NULL || lua_type(L, 2) != LUA_TSTRING)
-    lua_pushnil(L);
-  else if (strcmp(key, "is_closed") == 0)
+  const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "";
+  if (strcmp(key, "is_closed") == 0)
     lua_pushboolean(L, a->closed);
   else if (a->closed)
     lua_pushnil(L);

@@ -78,6 +78,7 @@ local RECEIVERS = {
   ["cuda.LaunchConfig"] = "cfg", ["cuda.Scalar"] = "scalar", ["cuda.Graph"] = "g",
   ["cuda.GraphBuilder"] = "b", ["cuda.ProgramCache"] = "pc", ["cuda.Linker"] = "linker",
   ["cuda.SMResource"] = "sm", ["cuda.Context"] = "ctx", ["cuda.mpi.Request"] = "req",
+  ["cuda.Array"] = "arr", ["cuda.TextureObject"] = "tex", ["cuda.SurfaceObject"] = "surf",
 }
 
 -- The fields of a cuda.Error, set by src/driver.c and the compilers.

@@ -266,7 +266,7 @@ CUresult fake_cuSurfObjectDestroy(CUsurfObject h)
   return object_destroy(h, 1);
 }
 
-void *fake_object_data(unsigned long long h, int surface, size_t *bytes)
+void *fake_object_data(unsigned long long h, int surface, size_t *bytes, size_t *pitch)
 {
   const struct Object *o = object_at(h, surface);
   if (!o)
@@ -277,13 +277,15 @@ void *fake_object_data(unsigned long long h, int surface, size_t *bytes)
     if (!array_valid(a))
       return NULL;              /* destroyed under the object: a use after free on a GPU */
     *bytes = a->pitch * a->rows;
+    *pitch = a->pitch;
     return a->data;
   }
   case CU_RESOURCE_TYPE_LINEAR:
-    *bytes = o->res.res.linear.sizeInBytes;
+    *bytes = *pitch = o->res.res.linear.sizeInBytes;
     return (void *)(uintptr_t)o->res.res.linear.devPtr;
   default:
-    *bytes = o->res.res.pitch2D.pitchInBytes * o->res.res.pitch2D.height;
+    *pitch = o->res.res.pitch2D.pitchInBytes;
+    *bytes = *pitch * o->res.res.pitch2D.height;
     return (void *)(uintptr_t)o->res.res.pitch2D.devPtr;
   }
 }

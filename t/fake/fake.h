@@ -128,9 +128,9 @@ CUresult fake_kernel_item(struct fake_Work *w, CUfunction fn, const unsigned gri
                           const unsigned block[3], unsigned shmem, void **params);
 
 /* array.c: the memory a texture (surface = 0) or surface object reads,
- * and its size; NULL for a handle that is not one, or whose array is gone.
+ * its size and its rows' pitch (linear memory: one row of all of it); NULL for a handle that is not one, or whose array is gone.
  * fake_texture_desc: what a texture was made with (0 for no texture). */
-void *fake_object_data(unsigned long long h, int surface, size_t *bytes);
+void *fake_object_data(unsigned long long h, int surface, size_t *bytes, size_t *pitch);
 int fake_texture_desc(unsigned long long h, CUDA_RESOURCE_DESC *r, CUDA_TEXTURE_DESC *t);
 
 /* entry.c: the i-th entry point's name, NULL past the last */

@@ -43,26 +43,36 @@ static void scale_and_bias(Param *p)
 }
 
 /* tex_fetch(u64 tex, float *out, u64 w, u64 n): out[i] = the texture's
- * float element i (of packed rows w wide: (i % w, i / w)), or NaN past its
- * end or for a handle that is not a live texture (t/texture_kernels.lua) */
+ * float element (i % w, i / w), or NaN past its end or for a handle that
+ * is not a live texture (t/texture_kernels.lua) */
 static void tex_fetch(Param *p)
 {
-  size_t bytes = 0;
-  const float *data = fake_object_data(param_u64(p[0]), 0, &bytes);
+  size_t bytes = 0, pitch = 0;
+  const unsigned char *data = fake_object_data(param_u64(p[0]), 0, &bytes, &pitch);
   float *out = param_ptr(p[1]);
-  for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++)
-    out[i] = data && i < bytes / sizeof *data ? data[i] : NAN;
+  uint64_t w = param_u64(p[2]);
+  for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++) {
+    size_t at = w ? (size_t)(i / w) * pitch + (size_t)(i % w) * sizeof(float) : SIZE_MAX;
+    out[i] = NAN;
+    if (data && at <= bytes - sizeof(float) && bytes >= sizeof(float))
+      memcpy(&out[i], data + at, sizeof(float));
+  }
 }
 
 /* surf_fill(u64 surf, float value, u64 w, u64 n): the surface's float
- * elements 0 .. n-1 become value + i, as far as the surface reaches */
+ * element (i % w, i / w) becomes value + i, as far as the surface reaches */
 static void surf_fill(Param *p)
 {
-  size_t bytes = 0;
-  float *data = fake_object_data(param_u64(p[0]), 1, &bytes);
+  size_t bytes = 0, pitch = 0;
+  float *data = fake_object_data(param_u64(p[0]), 1, &bytes, &pitch);
   float value = param_f32(p[1]);
-  for (uint64_t i = 0, n = param_u64(p[3]); data && i < n && i < bytes / sizeof *data; i++)
-    data[i] = value + (float)i;
+  uint64_t w = param_u64(p[2]);
+  for (uint64_t i = 0, n = param_u64(p[3]); data && w && i < n; i++) {
+    size_t at = (size_t)(i / w) * pitch + (size_t)(i % w) * sizeof(float);
+    float v = value + (float)i;
+    if (bytes >= sizeof v && at <= bytes - sizeof v)
+      memcpy((unsigned char *)data + at, &v, sizeof v);
+  }
 }
 
 static const struct { const char *name; int nparams; void (*run)(Param *); } emulations[] = {
