@@ -146,6 +146,7 @@ typedef struct cl_MemoryResource {
   size_t graph_held;            /* live buffers closed for Lua, kept by graphs */
   int close_pending;            /* closed for Lua; destroyed with its last buffer */
   uint64_t peer_mask;           /* devices granted access (peer_accessible_by), bit = ordinal */
+  void *vmm;                    /* a cuda.VirtualMemoryResource's settings (vmm.c), else NULL */
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
@@ -518,6 +519,12 @@ void cl_open_graph(lua_State *L);
 void cl_open_term(lua_State *L);
 void cl_open_array(lua_State *L);
 void cl_open_texture(lua_State *L);
+void cl_open_vmm(lua_State *L);
+/* A virtual-memory resource's buffers (vmm.c): memory.c allocates and
+ * frees them here; cl_vmm_free never raises and waits for nothing (the
+ * caller synchronized). */
+CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n);
+void cl_vmm_free(CUdeviceptr p);
 
 /* --- devices, graphs and green contexts at cuda.core's level -------------- */
 

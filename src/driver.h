@@ -53,7 +53,10 @@
   X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3DAsync)                   \
   X(cuTexObjectCreate) X(cuTexObjectDestroy)                                \
   X(cuSurfObjectCreate) X(cuSurfObjectDestroy)                              \
-  X(cuDeviceGetGraphMemAttribute) X(cuDeviceGraphMemTrim)
+  X(cuDeviceGetGraphMemAttribute) X(cuDeviceGraphMemTrim)                  \
+  X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)          \
+  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)      \
+  X(cuMemSetAccess)
 
 /* Entry points whose prototype in cuda.h is older than the newest ABI the
  * driver has under that name: asked for at the version of the header's

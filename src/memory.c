@@ -206,6 +206,8 @@ static CUdeviceptr allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_St
     return (CUdeviceptr)(uintptr_t)h;
   }
   cl_device_activate(L, mr->dev);
+  if (mr->vmm)
+    return cl_vmm_allocate(L, mr, n);
   if (mr->pool) {
     r = CL_CALL(cuMemAllocFromPoolAsync, (&p, n, mr->pool, s ? s->handle : NULL));
     if (r != CUDA_SUCCESS)
@@ -260,7 +262,7 @@ static int mr_allocate(lua_State *L)
  * was: a finalizer must not leave another context current under the C
  * function whose allocation ran it. */
 
-typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PINNED, DESTROY_POOL } ReleaseOp;
+typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PINNED, DESTROY_POOL, FREE_VIRTUAL } ReleaseOp;
 
 typedef struct Deferred {
   struct Deferred *next;
@@ -295,6 +297,10 @@ static void release_now(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool
     break;
   case DESTROY_POOL:
     CL_CALL(cuMemPoolDestroy, (pool));
+    break;
+  case FREE_VIRTUAL:            /* unmapping memory in use is not ordered: all work first */
+    CL_CALL(cuCtxSynchronize, ());
+    cl_vmm_free(p);
     break;
   }
   if (ctx && ctx != was && CL_CALL(cuCtxSetCurrent, (was)) == CUDA_SUCCESS)
@@ -360,6 +366,10 @@ static void free_memory(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int st
     return;
   default:
     break;
+  }
+  if (mr->vmm) {
+    release(FREE_VIRTUAL, ctx, p, NULL);
+    return;
   }
   if (mr->pool && stream_known)
     CL_CALL(cuMemFreeAsync, (p, s));
