@@ -525,6 +525,10 @@ void cl_open_vmm(lua_State *L);
  * caller synchronized). */
 CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n);
 void cl_vmm_free(CUdeviceptr p);
+/* PinnedMemoryResource's numa_id option of the table at idx: the node
+ * (>= 0; it makes the resource a pool: *pooled is set, and pool = false
+ * with it is an error), or -1 when absent. */
+int cl_numa_option(lua_State *L, int idx, int *pooled);
 
 /* --- devices, graphs and green contexts at cuda.core's level -------------- */
 

@@ -543,6 +543,11 @@ static int device_fields(lua_State *L)
     cl_push_device_resources(L, 1);
   else if (strncmp(key, "graph_mem_", 10) == 0 && push_graph_mem(L, d, key))
     ;
+  else if (strcmp(key, "host_numa_id") == 0) {   /* -1: not a NUMA system */
+    int v = -1;
+    CL_TRY(L, cuDeviceGetAttribute, (&v, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, d->handle));
+    lua_pushinteger(L, v);
+  }
   else
     lua_pushnil(L);
   return 1;

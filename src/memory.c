@@ -128,9 +128,11 @@ static int cuda_device_mr(lua_State *L)
 /* cuda.PinnedMemoryResource([{pool = false, device = dev}]) */
 static int cuda_pinned_mr(lua_State *L)
 {
-  static const char *const options[] = {"pool", "device", NULL};
+  static const char *const options[] = {"pool", "device", "numa_id", NULL};
   cl_check_options(L, 1, options);
   int pooled = cl_opt_boolean(L, 1, "pool", 0);
+  /* a pool on a host NUMA node (vmm.c's cl_numa_option) */
+  int numa = cl_numa_option(L, 1, &pooled);
   if (!lua_isnoneornil(L, 1))
     lua_getfield(L, 1, "device");
   else
@@ -141,7 +143,8 @@ static int cuda_pinned_mr(lua_State *L)
   cl_device_activate(L, d);
   if (pooled) {
     mr->closed = 1;
-    mr->pool = create_pool(L, CU_MEM_LOCATION_TYPE_HOST, 0);
+    mr->pool = create_pool(L, numa >= 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_HOST,
+                           numa >= 0 ? numa : 0);
     mr->owns_pool = 1;
     mr->closed = 0;
     CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, d->ordinal},

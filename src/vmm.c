@@ -391,6 +391,20 @@ static int cuda_vmm_info(lua_State *L)
   return 1;
 }
 
+int cl_numa_option(lua_State *L, int idx, int *pooled)
+{
+  if (lua_isnoneornil(L, idx))
+    return -1;
+  int explicit_pool = lua_getfield(L, idx, "pool") != LUA_TNIL;
+  lua_pop(L, 1);
+  lua_Integer numa = cl_opt_integer_range(L, idx, "numa_id", -1, 0, INT32_MAX);
+  if (numa < 0)
+    return -1;
+  luaL_argcheck(L, *pooled || !explicit_pool, idx, "numa_id makes a pool: pool = false contradicts it");
+  *pooled = 1;
+  return (int)numa;
+}
+
 void cl_open_vmm(lua_State *L)
 {
   static const luaL_Reg functions[] = {

@@ -307,6 +307,9 @@ drow("grow: a float", "cuda.VirtualMemoryResource():allocate(4096):grow(1.5)", "
 drow("grow: a closed buffer", "f.closed_buf:grow(128)", "cuda%.Buffer is closed")
 drow("grow: a closed stream", "cuda.VirtualMemoryResource():allocate(4096):grow(8192, f.closed_s)", "cuda%.Stream is closed")
 drow("grow: huge", "cuda.VirtualMemoryResource():allocate(4096):grow(math.maxinteger)", "")
+drow("PinnedMemoryResource: numa_id a string", "cuda.PinnedMemoryResource{numa_id = 'x'}", "field 'numa_id'")
+drow("PinnedMemoryResource: numa_id negative", "cuda.PinnedMemoryResource{numa_id = -2}", "field 'numa_id' must be >= 0")
+drow("PinnedMemoryResource: numa_id without a pool", "cuda.PinnedMemoryResource{numa_id = 0, pool = false}", "pool = false contradicts")
 drow("trim_graph_memory on a string", "f.dev.trim_graph_memory('x')", "cuda%.Device expected")
 -- metamethods on the wrong types
 local registry = debug.getregistry()

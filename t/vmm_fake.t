@@ -6,7 +6,7 @@ local t = require "tap"
 local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local seed = t.seed()
-t.plan(30)
+t.plan(34)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -82,6 +82,21 @@ t.raises(function() pinned:allocate(64):grow(128) end, "VirtualMemoryResource", 
 t.raises(function() buf:slice(0, 64):grow(128) end, "not a slice", "a slice")
 t.raises(function() cuda.VirtualMemoryResource(dev, {location = "moon"}) end, "'location'", "a bad location")
 t.raises(function() cuda.VirtualMemoryResource(dev, {location = "host_numa"}) end, "needs numa_id", "host_numa without a node")
+
+-- pinned pools on a host NUMA node, and a VMM resource there
+t.is(dev.host_numa_id, 0, "dev.host_numa_id")
+local numa = cuda.PinnedMemoryResource{numa_id = dev.host_numa_id}
+local nb = numa:allocate(4096, s)
+nb:view("uint32"):iota(7, 3)
+t.ok(numa.kind == "pinned" and nb:view("uint32")[1024] == 7 + 3 * 1023, "a pinned pool on NUMA node 0 holds data")
+nb:close(s)
+t.raises(function() cuda.PinnedMemoryResource{numa_id = 5} end, "cuMemPoolCreate", "a node the system lacks: the driver says so")
+local hv = cuda.VirtualMemoryResource(dev, {location = "host_numa", numa_id = 0})
+t.is(cuda.virtual_memory_info(hv).location, "host_numa", "a virtual-memory resource on a host NUMA node")
+local hb = hv:allocate(MiB, s)
+hb:fill(3, s)
+hb:close()
+numa, nb, hv, hb = nil
 
 -- a release unmaps, releases, then frees the ranges; nothing is left
 buf:close()
