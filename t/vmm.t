@@ -1,11 +1,12 @@
 -- cuda.VirtualMemoryResource on a GPU: a buffer grown from 2 to 64 MiB
 -- keeps its contents (random data), the grown part takes a copy and a
--- kernel, and a move (when the range after it is taken) keeps them too.
+-- kernel, and a move (when the range after it is taken) keeps them too;
+-- a pinned pool on the device's host NUMA node carries data both ways.
 -- Without a device it skips; t/vmm_fake.t runs the C paths under the fake.
 local t = require "tap"
 local cuda = t.need_gpu()
 local seed = t.seed()
-t.plan(7)
+t.plan(8)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -67,4 +68,22 @@ buf:close()                     -- unmapped, released and its ranges freed at on
 blocker:close()
 local free1 = dev:memory_info()
 t.ok(free1 - free0 >= 96 * MiB, ("closing gives the memory back (%d MiB)"):format((free1 - free0) // MiB))
+
+-- a pinned pool on the host NUMA node nearest the device
+local node = dev.host_numa_id
+if node < 0 then
+  t.skip("dev.host_numa_id is -1: not a NUMA system", 1)
+else
+  local numa = cuda.PinnedMemoryResource{numa_id = node}
+  local a = numa:allocate(8 * MiB, s)
+  a:view("uint32"):random(0, 2^32, seed + 2)
+  local d = dev.memory_resource:allocate(8 * MiB, s)
+  local b = numa:allocate(8 * MiB, s)
+  b:fill(0, s)
+  a:copy_to(d, s)
+  d:copy_to(b, s)
+  s:sync()
+  t.ok(b:view("uint32"):allclose(a:view("uint32"), 0, 0),
+       ("a pinned pool on host NUMA node %d: host -> device -> host"):format(node))
+end
 t.done()
