@@ -201,7 +201,7 @@ static int array_copy(lua_State *L, int to_buffer)
   cl_device_activate(L, s->dev);
   CL_TRY(L, cuMemcpy3DAsync, (&c, s->handle));
   if (s->capture)
-    cl_capture_keep(L, s, 3, 2, 2);
+    cl_capture_keep(L, s, 3, 1, 2);   /* the graph keeps the array and the buffer */
   lua_settop(L, 1);
   return 1;
 }

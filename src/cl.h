@@ -224,6 +224,10 @@ void cl_array_user_gone(cl_Array *a);
 /* The format option field of the table at idx ("float32" when absent) as a
  * CUarray_format; *size gets the bytes of one channel. */
 int cl_check_array_format(lua_State *L, int idx, const char *field, unsigned *size);
+/* graph.c's hook: whether the value at i is an array, a texture or a
+ * surface; a delta of 1 counts a graph that uses it, -1 gives that count
+ * back (a closed one goes with its last user). Runs no Lua. */
+int cl_graph_user(lua_State *L, int i, int delta);
 /* cuda.launch's hook: 1 and the 8-byte handle in *slot for an open texture
  * or surface object (metatable mt, userdata ud), -1 for a closed one (its
  * type name in *tname), 0 for any other value. Runs no Lua. */

@@ -102,6 +102,8 @@ static void count_value(lua_State *L, int vi)
     (b->owner ? b->owner : b)->graph_refs++;
     return;
   }
+  if (cl_graph_user(L, vi, 1))  /* an array, a texture or a surface */
+    return;
   lua_getiuservalue(L, vi, 1);  /* a kernel's ObjectCode */
   ((cl_ObjectCode *)lua_touserdata(L, -1))->graph_refs++;
   lua_pop(L, 1);
@@ -122,7 +124,8 @@ void cl_graph_refs_add(lua_State *L, int hi, int vi)
     lua_pop(L, 1);
     return;
   }
-  if (!luaL_testudata(L, vi, CL_BUFFER) && !luaL_testudata(L, vi, CL_KERNEL))
+  if (!luaL_testudata(L, vi, CL_BUFFER) && !luaL_testudata(L, vi, CL_KERNEL) &&
+      !cl_graph_user(L, vi, 0))
     return;
   lua_getiuservalue(L, hi, 1);
   lua_pushvalue(L, vi);
@@ -149,7 +152,7 @@ void cl_graph_refs_release(lua_State *L, int hi)
     cl_Buffer *b = luaL_testudata(L, -1, CL_BUFFER);
     if (b)
       cl_buffer_graph_release(b);
-    else {
+    else if (!cl_graph_user(L, -1, -1)) {
       lua_getiuservalue(L, -1, 1);
       cl_objectcode_graph_release(lua_touserdata(L, -1));
       lua_pop(L, 1);

@@ -21,6 +21,7 @@ typedef struct Object {
   unsigned long long handle;    /* CUtexObject or CUsurfObject */
   void *source;                 /* the cl_Array or cl_Buffer (owner) it counts in */
   int source_is_array;
+  int users;                    /* live graphs whose kernels use it: close defers the destroy */
 } Object;
 
 static const char *const type_names[] = {"cuda.TextureObject", "cuda.SurfaceObject"};
@@ -277,12 +278,10 @@ static int cuda_surface_object(lua_State *L)
 
 /* --- close, fields -------------------------------------------------------- */
 
-static int object_close(lua_State *L, int surface)
+/* Destroy the object and let go of its source: at close, or with the
+ * last graph that uses it. */
+static void destroy(Object *o)
 {
-  Object *o = luaL_checkudata(L, 1, type_names[surface]);
-  if (o->closed)
-    return 0;
-  o->closed = 1;
   if (o->surface)
     CL_CALL(cuSurfObjectDestroy, ((CUsurfObject)o->handle));
   else
@@ -292,7 +291,38 @@ static int object_close(lua_State *L, int surface)
   else
     cl_buffer_graph_release(o->source);
   o->source = NULL;
+}
+
+static int object_close(lua_State *L, int surface)
+{
+  Object *o = luaL_checkudata(L, 1, type_names[surface]);
+  if (o->closed)
+    return 0;
+  o->closed = 1;
+  if (o->users == 0 && o->source)
+    destroy(o);
   return 0;
+}
+
+int cl_graph_user(lua_State *L, int i, int delta)
+{
+  cl_Array *a = luaL_testudata(L, i, CL_ARRAY);
+  if (a) {
+    if (delta > 0)
+      a->users++;
+    else if (delta < 0)
+      cl_array_user_gone(a);
+    return 1;
+  }
+  Object *o = luaL_testudata(L, i, type_names[0]);
+  if (!o)
+    o = luaL_testudata(L, i, type_names[1]);
+  if (!o)
+    return 0;
+  o->users += delta;
+  if (delta < 0 && o->users == 0 && o->closed && o->source)
+    destroy(o);
+  return 1;
 }
 
 static int object_fields(lua_State *L, int surface)

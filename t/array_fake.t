@@ -6,7 +6,7 @@ local t = require "tap"
 local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local seed = t.seed()
-t.plan(73)
+t.plan(76)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -206,6 +206,31 @@ s:sync()
 t.ok(floats(cap):allclose(floats(src), 0, 0), "a captured copy in and out replays")
 g:close()
 
+-- a graph keeps the arrays, textures and surfaces it uses: closed for Lua,
+-- they live until the graph goes
+local garr = cuda.Array{format = "float32", width = W, height = H, surface = true}
+local gtex, gsurf = cuda.TextureObject(garr), cuda.SurfaceObject(garr)
+local gout = pinned:allocate(W * H * 4)
+s:begin_capture()
+garr:copy_from(src, s)
+cuda.launch(s, cfg, fill, gsurf, cuda.f32(5), W, W * H)
+cuda.launch(s, cfg, fetch, gtex, gout, W, W * H)
+local g2 = s:end_capture()
+local live_before = fakecuda.live()
+garr:close()
+gtex:close()
+gsurf:close()
+t.ok(fakecuda.live().arrays == live_before.arrays and fakecuda.live().textures == live_before.textures,
+     "closing them while a graph uses them destroys nothing yet")
+floats(gout):fill(0)
+g2:launch(s)
+s:sync()
+floats(expect):iota(5, 1)
+t.ok(floats(gout):allclose(floats(expect), 0, 0), "the graph writes its surface and reads its texture after they were closed")
+g2:close()
+t.ok(fakecuda.live().arrays == live_before.arrays - 1 and fakecuda.live().textures == live_before.textures - 2,
+     "closing the graph destroys them")
+
 -- graph memory attributes (the fake makes no graph allocations)
 t.ok(dev.graph_mem_used == 0 and dev.graph_mem_reserved == 0 and dev.graph_mem_used_high == 0,
      "dev.graph_mem_used, _reserved, _used_high")
@@ -213,7 +238,7 @@ dev:trim_graph_memory()
 t.is(fakecuda.calls("cuDeviceGraphMemTrim"), 1, "trim_graph_memory calls cuDeviceGraphMemTrim")
 
 -- everything goes back
-a4, arr2, a3, layered, tex, plain, lin, p2, surf, sarr, arr = nil
+a4, arr2, a3, layered, tex, plain, lin, p2, surf, sarr, arr, garr, gtex, gsurf, gout, g2 = nil
 obj, fetch, fill, tiny = nil
 src, back, dbuf, hbuf, pageable, bytes, bytes_back, pitched, out, expect, cap = nil
 t.is(fake.live(fakecuda), base, "every array, texture and surface is given back")
