@@ -252,7 +252,7 @@ static int buffer_grow(lua_State *L)
   lua_Integer n = luaL_checkinteger(L, 2);
   cl_Buffer *b = cl_check_buffer(L, 1);
   cl_Stream *s = cl_opt_stream(L, 3);
-  if (b->owner || b->mr->vmm == NULL)
+  if (b->owner || b->mr->vmm == NULL)   /* a slice's mr is its owner's */
     return luaL_argerror(L, 1, "only a buffer of a cuda.VirtualMemoryResource grows (not a slice)");
   if (n < (lua_Integer)b->size)
     return luaL_argerror(L, 2, "a buffer only grows: the size must be >= buf.size");
@@ -283,9 +283,9 @@ static int buffer_grow(lua_State *L)
       cl_stream_sync(L, s);
     else
       cl_sync(L, cl_device_wait, b->mr->dev, "cuCtxSynchronize");
-    b = cl_check_buffer(L, 1);
-    a = find(b->ptr, NULL);
-    if (a == NULL || !reserve_records(a, 1, 1))
+    b = cl_check_buffer(L, 1);  /* host functions the wait ran may have closed it, */
+    a = find(b->ptr, NULL);     /* or made a texture over it */
+    if (a == NULL || b->graph_refs > 0 || !reserve_records(a, 1, 1))
       return luaL_error(L, "cuda.Buffer changed while it was waited for");
     cl_device_activate(L, b->mr->dev);
     done = grow_moving(a, more, &r, &api);
