@@ -33,6 +33,7 @@
 #define CL_LAUNCHCONFIG "cuda.LaunchConfig"
 #define CL_SCALAR       "cuda.Scalar"
 #define CL_GRAPH        "cuda.Graph"
+#define CL_ARRAY        "cuda.Array"
 
 /* --- devices (device.c) -------------------------------------------------- */
 
@@ -154,6 +155,7 @@ typedef struct cl_MemoryResource {
   int close_pending;            /* closed for Lua; destroyed with its last buffer */
   uint64_t peer_mask;           /* devices granted access (peer_accessible_by), bit = ordinal */
   int ipc_opened;               /* device memory of another process (ipc.c): closed, never allocated */
+  void *vmm;                    /* a cuda.VirtualMemoryResource's settings (vmm.c), else NULL */
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
@@ -253,6 +255,34 @@ typedef struct cl_Span {
  * names the argument). Only for functions with the metatables as upvalues
  * (cl_setfuncs). Allocates nothing unless it raises. */
 void cl_check_span(lua_State *L, int i, cl_Span *out);
+
+/* --- CUDA arrays (array.c), textures and surfaces (texture.c) ----------- */
+
+typedef struct cl_Array {
+  int closed;
+  CUarray handle;               /* kept past close while users > 0 */
+  cl_Device *dev;
+  CUDA_ARRAY3D_DESCRIPTOR desc;
+  unsigned elem_size;           /* bytes of one channel */
+  size_t size;                  /* bytes of the whole array, rows packed */
+  int users;                    /* live textures and surfaces over it */
+} cl_Array;                     /* user value 1: the device */
+
+cl_Array *cl_check_array(lua_State *L, int i);
+/* A texture or surface over a is gone: a closed array goes with the last. */
+void cl_array_user_gone(cl_Array *a);
+/* The format option field of the table at idx ("float32" when absent) as a
+ * CUarray_format; *size gets the bytes of one channel. */
+int cl_check_array_format(lua_State *L, int idx, const char *field, unsigned *size);
+/* graph.c's hook: whether the value at i is an array, a texture or a
+ * surface; a delta of 1 counts a graph that uses it, -1 gives that count
+ * back (a closed one goes with its last user). Runs no Lua. */
+int cl_graph_user(lua_State *L, int i, int delta);
+/* cuda.launch's hook: 1 and the 8-byte handle in *slot for an open texture
+ * or surface object (metatable mt, userdata ud), -1 for a closed one (its
+ * type name in *tname), 0 for any other value. Runs no Lua. */
+int cl_object_arg(lua_State *L, const void *mt, const void *ud, uint64_t *slot,
+                  const char **tname);
 
 /* --- element types and typed scalars (dtype.c) --------------------------- */
 
@@ -585,6 +615,18 @@ void cl_open_launch(lua_State *L);
 void cl_open_graph(lua_State *L);
 void cl_open_term(lua_State *L);
 void cl_open_ipc(lua_State *L);
+void cl_open_array(lua_State *L);
+void cl_open_texture(lua_State *L);
+void cl_open_vmm(lua_State *L);
+/* A virtual-memory resource's buffers (vmm.c): memory.c allocates and
+ * frees them here; cl_vmm_free never raises and waits for nothing (the
+ * caller synchronized). */
+CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n);
+void cl_vmm_free(CUdeviceptr p);
+/* PinnedMemoryResource's numa_id option of the table at idx: the node
+ * (>= 0; it makes the resource a pool: *pooled is set, and pool = false
+ * with it is an error), or -1 when absent. */
+int cl_numa_option(lua_State *L, int idx, int *pooled);
 
 /* --- devices, graphs and green contexts at cuda.core's level -------------- */
 

@@ -51,5 +51,8 @@ int luaopen_cuda(lua_State *L)
   cl_open_context(L);
   cl_open_nvtx(L);
   cl_open_affinity(L);
+  cl_open_array(L);
+  cl_open_texture(L);
+  cl_open_vmm(L);
   return 1;
 }

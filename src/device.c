@@ -181,6 +181,38 @@ static int device_sync(lua_State *L)
   return 0;
 }
 
+/* dev:trim_graph_memory(): give the memory graphs cached and no longer
+ * use back to the OS (cuDeviceGraphMemTrim) */
+static int device_trim_graph_memory(lua_State *L)
+{
+  cl_Device *d = cl_check_device(L, 1);
+  cl_device_activate(L, d);
+  CL_TRY(L, cuDeviceGraphMemTrim, (d->handle));
+  return 0;
+}
+
+/* dev.graph_mem_used, _reserved and their _high marks: bytes of graph
+ * memory (allocation nodes) in use and held (cuDeviceGetGraphMemAttribute) */
+static int push_graph_mem(lua_State *L, cl_Device *d, const char *key)
+{
+  static const char *const names[] = {
+    "graph_mem_used", "graph_mem_used_high", "graph_mem_reserved", "graph_mem_reserved_high", NULL
+  };
+  static const CUgraphMem_attribute attrs[] = {
+    CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH
+  };
+  for (int k = 0; names[k]; k++)
+    if (strcmp(key, names[k]) == 0) {
+      cuuint64_t v = 0;
+      cl_device_activate(L, d);
+      CL_TRY(L, cuDeviceGetGraphMemAttribute, (d->handle, attrs[k], &v));
+      lua_pushinteger(L, v > (cuuint64_t)LUA_MAXINTEGER ? LUA_MAXINTEGER : (lua_Integer)v);
+      return 1;
+    }
+  return 0;
+}
+
 /* dev:can_access_peer(other): whether kernels on dev can use other's
  * memory once granted (mr.peer_accessible_by); a device can its own. */
 static int device_can_access_peer(lua_State *L)
@@ -518,6 +550,13 @@ static int device_fields(lua_State *L)
     cl_push_default_stream(L, 1, 0);
   else if (strcmp(key, "per_thread_default_stream") == 0)
     cl_push_default_stream(L, 1, 1);
+  else if (strncmp(key, "graph_mem_", 10) == 0 && push_graph_mem(L, d, key))
+    ;
+  else if (strcmp(key, "host_numa_id") == 0) {   /* -1: not a NUMA system */
+    int v = -1;
+    CL_TRY(L, cuDeviceGetAttribute, (&v, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, d->handle));
+    lua_pushinteger(L, v);
+  }
   else
     lua_pushnil(L);
   return 1;
@@ -567,7 +606,7 @@ void cl_open_device(lua_State *L)
   };
   static const luaL_Reg methods[] = {
     {"set_current", device_set_current},
-    {"sync", device_sync},
+    {"sync", device_sync}, {"trim_graph_memory", device_trim_graph_memory},
     {"memory_info", device_memory_info},
     {"can_access_peer", device_can_access_peer},
     {NULL, NULL}

@@ -51,7 +51,14 @@
   X(cuDeviceCanAccessPeer)                                                  \
   X(cuStreamIsCapturing)                                                    \
   X(cuMemAlloc) X(cuMemGetAddressRange) X(cuIpcGetMemHandle)                \
-  X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuMemcpyBatchAsync)
+  X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuMemcpyBatchAsync)                   \
+  X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3DAsync)                   \
+  X(cuTexObjectCreate) X(cuTexObjectDestroy)                                \
+  X(cuSurfObjectCreate) X(cuSurfObjectDestroy)                              \
+  X(cuDeviceGetGraphMemAttribute) X(cuDeviceGraphMemTrim)                  \
+  X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)          \
+  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)      \
+  X(cuMemSetAccess)
 
 /* Entry points whose prototype in cuda.h is older than the newest ABI the
  * driver has under that name: asked for at the version of the header's

@@ -143,12 +143,19 @@ void cl_graph_refs_add(lua_State *L, int hi, int vi)
     return;
   }
   if (!luaL_testudata(L, vi, CL_BUFFER) && !luaL_testudata(L, vi, CL_KERNEL) &&
-      !luaL_testudata(L, vi, CL_EVENT))
+      !luaL_testudata(L, vi, CL_EVENT) && !cl_graph_user(L, vi, 0))
     return;
   lua_getiuservalue(L, hi, 1);
   lua_pushvalue(L, vi);
   int *count;
-  if (lua_rawget(L, -2) == LUA_TNIL && (count = graph_count(L, vi)) != NULL) {
+  if (lua_rawget(L, -2) != LUA_TNIL)
+    ;                           /* counted already */
+  else if (cl_graph_user(L, vi, 0)) {   /* an array, a texture or a surface: its own count */
+    lua_pushvalue(L, vi);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -4);
+    cl_graph_user(L, vi, 1);
+  } else if ((count = graph_count(L, vi)) != NULL) {
     lua_pushvalue(L, vi);
     lua_pushboolean(L, 1);
     lua_rawset(L, -4);
@@ -174,7 +181,7 @@ void cl_graph_refs_release(lua_State *L, int hi)
       cl_buffer_graph_release(b);
     else if (ev)
       cl_event_graph_release(ev);
-    else {
+    else if (!cl_graph_user(L, -1, -1)) {
       lua_getiuservalue(L, -1, 1);
       cl_objectcode_graph_release(lua_touserdata(L, -1));
       lua_pop(L, 1);

@@ -371,7 +371,10 @@ static void pack_typed_number(lua_State *L, cl_Kernel *k, int i, int n, const vo
       typed_error(L, k, i, n, "%s for %s parameter: a typed scalar must be of the parameter's "
                   "size and kind (integer or floating)");
     v = scalar_num(sc);
-  } else
+  } else if (k->param_size[n - 1] == 8 && k->param_kind[n - 1] != CL_ARG_FLOAT && mt != NULL &&
+             cl_object_arg(L, mt, lua_touserdata(L, i), slot, &(const char *){NULL}) > 0)
+    return;                     /* a texture or surface object: its handle (cudaTextureObject_t) */
+  else
     typed_error(L, k, i, n, "%s for %s parameter, which takes a number or a typed scalar");
   *slot = 0;
   if (k->param_kind[n - 1] == CL_ARG_FLOAT)
@@ -414,6 +417,8 @@ static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device 
 {
   int size = k->param_size[n - 1];
   int type = lua_type(L, i);
+  const char *tname;
+  int obj;
   if (type == LUA_TNUMBER)
     pack_number(L, k, i, n, size, slot);
   else if (type == LUA_TSTRING) {
@@ -429,6 +434,10 @@ static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device 
                 lua_pushfstring(L, "a %d-byte %s", (int)cl_dtype_sizes[sc->type],
                                 sc->pointer ? "cuda.ptr" : cl_dtype_names[sc->type]), size);
     memcpy(slot, sc->v.bytes, 8);
+  } else if ((obj = mt ? cl_object_arg(L, mt, lua_touserdata(L, i), slot, &tname) : 0) != 0) {
+    if (obj < 0 || size != 8)   /* a texture or surface object: its 8-byte handle */
+      arg_error(L, k, n, obj < 0 ? "the %s is closed" : "a %s passes 8 bytes (the parameter is %d bytes)",
+                tname, size);
   } else if (!pack_view(L, k, i, n, size, d, slot))
     arg_error(L, k, n, "got %s; expected a cuda.Buffer, a typed scalar, a number or "
               "a string of the parameter's %d bytes", luaL_typename(L, i), size);

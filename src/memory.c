@@ -133,9 +133,11 @@ static int cuda_device_mr(lua_State *L)
 /* cuda.PinnedMemoryResource([{pool = false, device = dev}]) */
 static int cuda_pinned_mr(lua_State *L)
 {
-  static const char *const options[] = {"pool", "device", NULL};
+  static const char *const options[] = {"pool", "device", "numa_id", NULL};
   cl_check_options(L, 1, options);
   int pooled = cl_opt_boolean(L, 1, "pool", 0);
+  /* a pool on a host NUMA node (vmm.c's cl_numa_option) */
+  int numa = cl_numa_option(L, 1, &pooled);
   if (!lua_isnoneornil(L, 1))
     lua_getfield(L, 1, "device");
   else
@@ -146,7 +148,8 @@ static int cuda_pinned_mr(lua_State *L)
   cl_device_activate(L, d);
   if (pooled) {
     mr->closed = 1;
-    mr->pool = create_pool(L, CU_MEM_LOCATION_TYPE_HOST, 0);
+    mr->pool = create_pool(L, numa >= 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_HOST,
+                           numa >= 0 ? numa : 0);
     mr->owns_pool = 1;
     mr->closed = 0;
     CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, d->ordinal},
@@ -211,6 +214,8 @@ static CUdeviceptr allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_St
     return (CUdeviceptr)(uintptr_t)h;
   }
   cl_device_activate(L, mr->dev);
+  if (mr->vmm)
+    return cl_vmm_allocate(L, mr, n);
   if (mr->pool) {
     r = CL_CALL(cuMemAllocFromPoolAsync, (&p, n, mr->pool, s ? s->handle : NULL));
     if (r != CUDA_SUCCESS)
@@ -271,7 +276,7 @@ static int mr_allocate(lua_State *L)
  * was: a finalizer must not leave another context current under the C
  * function whose allocation ran it. */
 
-typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PLAIN, FREE_PINNED, CLOSE_IPC, DESTROY_POOL } ReleaseOp;
+typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PLAIN, FREE_PINNED, CLOSE_IPC, DESTROY_POOL, FREE_VIRTUAL } ReleaseOp;
 
 typedef struct Deferred {
   struct Deferred *next;
@@ -310,6 +315,10 @@ static void release_now(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool
     break;
   case DESTROY_POOL:
     CL_CALL(cuMemPoolDestroy, (pool));
+    break;
+  case FREE_VIRTUAL:            /* unmapping memory in use is not ordered: all work first */
+    CL_CALL(cuCtxSynchronize, ());
+    cl_vmm_free(p);
     break;
   }
   if (ctx && ctx != was && CL_CALL(cuCtxSetCurrent, (was)) == CUDA_SUCCESS)
@@ -375,6 +384,10 @@ static void free_memory(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int st
     return;
   default:
     break;
+  }
+  if (mr->vmm) {
+    release(FREE_VIRTUAL, ctx, p, NULL);
+    return;
   }
   if (mr->ipc_opened)
     release(CLOSE_IPC, ctx, p, NULL);

@@ -79,6 +79,7 @@ local RECEIVERS = {
   ["cuda.GraphBuilder"] = "b", ["cuda.ProgramCache"] = "pc", ["cuda.Linker"] = "linker",
   ["cuda.SMResource"] = "sm", ["cuda.Context"] = "ctx", ["cuda.mpi.Request"] = "req",
   ["cuda.IpcExport"] = "exp",
+  ["cuda.Array"] = "arr", ["cuda.TextureObject"] = "tex", ["cuda.SurfaceObject"] = "surf",
 }
 
 -- The fields of a cuda.Error, set by src/driver.c and the compilers.

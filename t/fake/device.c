@@ -172,6 +172,7 @@ static int attribute(CUdevice_attribute a)
   case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: return CU_COMPUTEMODE_DEFAULT;
   case CU_DEVICE_ATTRIBUTE_INTEGRATED: return 0;
   case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x18;
+  case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: return 0;   /* one host NUMA node: 0 */
   case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: return 0;
   default: return 1;   /* every capability flag: supported */
   }

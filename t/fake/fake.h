@@ -22,7 +22,7 @@
 
 /* What the live-object counters track, for leak checks from Lua. */
 enum fake_Kind { FAKE_ALLOC, FAKE_STREAM, FAKE_EVENT, FAKE_LIBRARY, FAKE_GRAPH, FAKE_POOL,
-                 FAKE_GREEN, FAKE_NKINDS };
+                 FAKE_GREEN, FAKE_ARRAY, FAKE_TEXTURE, FAKE_VMM, FAKE_NKINDS };
 extern const char *const fake_kind_names[FAKE_NKINDS];
 extern long fake_live[FAKE_NKINDS];
 
@@ -127,6 +127,12 @@ int fake_function_shmem_limit(CUfunction fn);
 void fake_kernel_run(CUfunction fn, const unsigned char *args);
 CUresult fake_kernel_item(struct fake_Work *w, CUfunction fn, const unsigned grid[3],
                           const unsigned block[3], unsigned shmem, void **params);
+
+/* array.c: the memory a texture (surface = 0) or surface object reads,
+ * its size and its rows' pitch (linear memory: one row of all of it); NULL for a handle that is not one, or whose array is gone.
+ * fake_texture_desc: what a texture was made with (0 for no texture). */
+void *fake_object_data(unsigned long long h, int surface, size_t *bytes, size_t *pitch);
+int fake_texture_desc(unsigned long long h, CUDA_RESOURCE_DESC *r, CUDA_TEXTURE_DESC *t);
 
 /* entry.c: the i-th entry point's name, NULL past the last */
 const char *fake_entry_name(size_t i);

@@ -13,7 +13,8 @@
 #include "fake.h"
 
 const char *const fake_kind_names[FAKE_NKINDS] = {
-  "allocations", "streams", "events", "libraries", "graphs", "pools", "contexts"
+  "allocations", "streams", "events", "libraries", "graphs", "pools", "contexts",
+  "arrays", "textures", "virtual"
 };
 long fake_live[FAKE_NKINDS];
 

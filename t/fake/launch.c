@@ -85,7 +85,42 @@ static int mpi_reduce(const char *name, Param *p)
   return 1;
 }
 
+/* tex_fetch(u64 tex, float *out, u64 w, u64 n): out[i] = the texture's
+ * float element (i % w, i / w), or NaN past its end or for a handle that
+ * is not a live texture (t/texture_kernels.lua) */
+static void tex_fetch(Param *p)
+{
+  size_t bytes = 0, pitch = 0;
+  const unsigned char *data = fake_object_data(param_u64(p[0]), 0, &bytes, &pitch);
+  float *out = param_ptr(p[1]);
+  uint64_t w = param_u64(p[2]);
+  for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++) {
+    size_t at = w ? (size_t)(i / w) * pitch + (size_t)(i % w) * sizeof(float) : SIZE_MAX;
+    out[i] = NAN;
+    if (data && at <= bytes - sizeof(float) && bytes >= sizeof(float))
+      memcpy(&out[i], data + at, sizeof(float));
+  }
+}
+
+/* surf_fill(u64 surf, float value, u64 w, u64 n): the surface's float
+ * element (i % w, i / w) becomes value + i, as far as the surface reaches */
+static void surf_fill(Param *p)
+{
+  size_t bytes = 0, pitch = 0;
+  float *data = fake_object_data(param_u64(p[0]), 1, &bytes, &pitch);
+  float value = param_f32(p[1]);
+  uint64_t w = param_u64(p[2]);
+  for (uint64_t i = 0, n = param_u64(p[3]); data && w && i < n; i++) {
+    size_t at = (size_t)(i / w) * pitch + (size_t)(i % w) * sizeof(float);
+    float v = value + (float)i;
+    if (bytes >= sizeof v && at <= bytes - sizeof v)
+      memcpy((unsigned char *)data + at, &v, sizeof v);
+  }
+}
+
 static const struct { const char *name; int nparams; void (*run)(Param *); } emulations[] = {
+  {"tex_fetch", 4, tex_fetch},
+  {"surf_fill", 4, surf_fill},
   {"vector_scale", 4, vector_scale},
   {"scale_and_bias", 4, scale_and_bias},
 };

@@ -69,6 +69,60 @@ static int context_usable(lua_State *L)
   return 1;
 }
 
+/* fakecuda.texture(handle): {filter_mode, address_mode = {x, y, z},
+ * flags, max_anisotropy, border_color = {r, g, b, a}, resource = "array" |
+ * "linear" | "pitch2d", width, height, pitch, size, format, channels}, or
+ * nil for a handle that is no live texture */
+static int texture(lua_State *L)
+{
+  CUDA_RESOURCE_DESC r;
+  CUDA_TEXTURE_DESC t;
+  if (!fake_texture_desc((unsigned long long)luaL_checkinteger(L, 1), &r, &t))
+    return 0;
+  lua_newtable(L);
+  lua_pushinteger(L, t.filterMode);
+  lua_setfield(L, -2, "filter_mode");
+  lua_pushinteger(L, t.flags);
+  lua_setfield(L, -2, "flags");
+  lua_pushinteger(L, t.maxAnisotropy);
+  lua_setfield(L, -2, "max_anisotropy");
+  lua_createtable(L, 3, 0);
+  for (int k = 0; k < 3; k++) {
+    lua_pushinteger(L, t.addressMode[k]);
+    lua_rawseti(L, -2, k + 1);
+  }
+  lua_setfield(L, -2, "address_mode");
+  lua_createtable(L, 4, 0);
+  for (int k = 0; k < 4; k++) {
+    lua_pushnumber(L, t.borderColor[k]);
+    lua_rawseti(L, -2, k + 1);
+  }
+  lua_setfield(L, -2, "border_color");
+  static const char *const types[] = {"array", "mipmap", "linear", "pitch2d"};
+  lua_pushstring(L, types[r.resType & 3]);
+  lua_setfield(L, -2, "resource");
+  if (r.resType == CU_RESOURCE_TYPE_LINEAR) {
+    lua_pushinteger(L, (lua_Integer)r.res.linear.sizeInBytes);
+    lua_setfield(L, -2, "size");
+    lua_pushinteger(L, r.res.linear.format);
+    lua_setfield(L, -2, "format");
+    lua_pushinteger(L, r.res.linear.numChannels);
+    lua_setfield(L, -2, "channels");
+  } else if (r.resType == CU_RESOURCE_TYPE_PITCH2D) {
+    lua_pushinteger(L, (lua_Integer)r.res.pitch2D.width);
+    lua_setfield(L, -2, "width");
+    lua_pushinteger(L, (lua_Integer)r.res.pitch2D.height);
+    lua_setfield(L, -2, "height");
+    lua_pushinteger(L, (lua_Integer)r.res.pitch2D.pitchInBytes);
+    lua_setfield(L, -2, "pitch");
+    lua_pushinteger(L, r.res.pitch2D.format);
+    lua_setfield(L, -2, "format");
+    lua_pushinteger(L, r.res.pitch2D.numChannels);
+    lua_setfield(L, -2, "channels");
+  }
+  return 1;
+}
+
 /* The entry points, in cuGetProcAddress's table order. */
 static int names(lua_State *L)
 {
@@ -84,7 +138,7 @@ int luaopen_fakecuda(lua_State *L)
 {
   static const luaL_Reg functions[] = {
     {"fail", fail}, {"reset", reset}, {"calls", calls}, {"live", live}, {"names", names},
-    {"context_usable", context_usable},
+    {"context_usable", context_usable}, {"texture", texture},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);

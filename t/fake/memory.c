@@ -251,8 +251,9 @@ CUresult fake_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
 CUresult fake_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
   FAKE_ENTER(cuMemPoolCreate);
-  if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
-    return CUDA_ERROR_INVALID_VALUE;
+  if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      (props->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && props->location.id != 0))
+    return CUDA_ERROR_INVALID_VALUE;   /* one host NUMA node: 0 */
   *pool = calloc(1, sizeof **pool);
   if (!*pool)
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/* array.c: cuda.Array, the CUDA arrays textures and surfaces read from.
+ *
+ *   local arr <close> = cuda.Array{format = "float32", channels = 1,
+ *                                  width = w, height = h}
+ *   arr:copy_from(buf, s);  arr:copy_to(buf, s)   -- cuMemcpy3DAsync
+ *
+ * An array's layout is the driver's (opaque, tiled): the only way in or out
+ * is a copy, between the whole array and a buffer of exactly arr.size bytes
+ * whose rows are packed (width * channels * element size bytes a row).
+ *
+ * Textures and surfaces over an array (texture.c) count in its `users`:
+ * closing the array while one lives closes it for Lua at once and destroys
+ * it with the last of them, so no texture ever reads a destroyed array. */
+#include <string.h>
+
+#include "cl.h"
+
+static const char *const format_names[] = {
+  "uint8", "uint16", "uint32", "int8", "int16", "int32", "float16", "float32", NULL
+};
+static const CUarray_format formats[] = {
+  CU_AD_FORMAT_UNSIGNED_INT8, CU_AD_FORMAT_UNSIGNED_INT16, CU_AD_FORMAT_UNSIGNED_INT32,
+  CU_AD_FORMAT_SIGNED_INT8, CU_AD_FORMAT_SIGNED_INT16, CU_AD_FORMAT_SIGNED_INT32,
+  CU_AD_FORMAT_HALF, CU_AD_FORMAT_FLOAT
+};
+static const unsigned char format_sizes[] = {1, 2, 4, 1, 2, 4, 2, 4};
+
+int cl_check_array_format(lua_State *L, int idx, const char *field, unsigned *size)
+{
+  const char *name = cl_opt_string(L, idx, field, "float32");
+  int k = 0;
+  while (format_names[k] && strcmp(format_names[k], name) != 0)
+    k++;
+  if (!format_names[k])
+    luaL_argerror(L, idx, lua_pushfstring(L, "field '%s': unknown format '%s' (known: uint8, "
+                                          "uint16, uint32, int8, int16, int32, float16, float32)",
+                                          field, name));
+  lua_pop(L, 1);
+  *size = format_sizes[k];
+  return (int)formats[k];
+}
+
+static const char *format_name(CUarray_format f)
+{
+  for (int k = 0; format_names[k]; k++)
+    if (formats[k] == f)
+      return format_names[k];
+  return "?";
+}
+
+cl_Array *cl_check_array(lua_State *L, int i)
+{
+  return cl_check_open(L, i, CL_ARRAY);
+}
+
+/* The bytes of the whole array, packed: every extent is at most 2^30 (far
+ * above any device's limit), so the products are checked for size_t. */
+static int packed_size(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned elem, size_t *out)
+{
+  size_t row = d->Width * d->NumChannels * elem;
+  size_t rows = (d->Height ? d->Height : 1), slices = (d->Depth ? d->Depth : 1);
+  if (rows > SIZE_MAX / row || slices > SIZE_MAX / (row * rows))
+    return 0;
+  *out = row * rows * slices;
+  return 1;
+}
+
+/* cuda.Array{format, channels, width, height, depth, layered, surface} */
+static int cuda_array(lua_State *L)
+{
+  static const char *const options[] = {
+    "format", "channels", "width", "height", "depth", "layered", "surface", NULL
+  };
+  const lua_Integer extent = (lua_Integer)1 << 30;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  cl_check_nargs(L, 1);
+  cl_check_options(L, 1, options);
+  CUDA_ARRAY3D_DESCRIPTOR d;
+  memset(&d, 0, sizeof d);
+  unsigned elem;
+  d.Format = (CUarray_format)cl_check_array_format(L, 1, "format", &elem);
+  lua_Integer channels = cl_opt_integer_range(L, 1, "channels", 1, 1, 4);
+  luaL_argcheck(L, channels != 3, 1, "field 'channels' must be 1, 2 or 4");
+  d.NumChannels = (unsigned)channels;
+  d.Width = (size_t)cl_opt_integer_range(L, 1, "width", 0, 1, extent);
+  luaL_argcheck(L, d.Width > 0, 1, "cuda.Array needs width (>= 1)");
+  d.Height = (size_t)cl_opt_integer_range(L, 1, "height", 0, 0, extent);
+  d.Depth = (size_t)cl_opt_integer_range(L, 1, "depth", 0, 0, extent);
+  int layered = cl_opt_boolean(L, 1, "layered", 0);
+  int surface = cl_opt_boolean(L, 1, "surface", 0);
+  d.Flags = (layered ? CUDA_ARRAY3D_LAYERED : 0) | (surface ? CUDA_ARRAY3D_SURFACE_LDST : 0);
+  luaL_argcheck(L, !layered || d.Depth > 0, 1, "a layered array needs depth (its layer count) >= 1");
+  luaL_argcheck(L, layered || d.Depth == 0 || d.Height > 0, 1,
+                "a 3-D array needs height >= 1 (or layered = true for 1-D layers)");
+  size_t size = 0;
+  luaL_argcheck(L, packed_size(&d, elem, &size), 1, "the array's size overflows");
+  cl_push_current_device(L);
+  int devi = lua_gettop(L);
+  cl_Array *a = lua_newuserdatauv(L, sizeof *a, 1);
+  memset(a, 0, sizeof *a);
+  a->closed = 1;                /* until the handle exists */
+  luaL_setmetatable(L, CL_ARRAY);
+  cl_Device *dev = cl_check_device(L, devi);
+  cl_device_activate(L, dev);   /* after allocating: a finalizer may switch contexts */
+  CL_TRY(L, cuArray3DCreate, (&a->handle, &d));
+  a->closed = 0;
+  a->dev = dev;
+  a->desc = d;
+  a->elem_size = elem;
+  a->size = size;
+  lua_pushvalue(L, devi);
+  lua_setiuservalue(L, -2, 1);
+  return 1;
+}
+
+static void destroy(cl_Array *a)
+{
+  CL_CALL(cuArrayDestroy, (a->handle));
+  a->handle = NULL;
+}
+
+/* arr:close(): destroyed now, or with the last texture or surface over it. */
+static int array_close(lua_State *L)
+{
+  cl_Array *a = luaL_checkudata(L, 1, CL_ARRAY);
+  if (a->closed)
+    return 0;
+  a->closed = 1;
+  if (a->users == 0 && a->handle)
+    destroy(a);
+  return 0;
+}
+
+void cl_array_user_gone(cl_Array *a)
+{
+  if (--a->users == 0 && a->closed && a->handle)
+    destroy(a);
+}
+
+static int array_gc(lua_State *L)
+{
+  lua_settop(L, 1);
+  return array_close(L);
+}
+
+/* --- copies ---------------------------------------------------------------- */
+
+/* One side of a copy: the buffer's memory, its rows packed. */
+static void set_linear(CUDA_MEMCPY3D *c, int dst, const cl_Buffer *b, const cl_Array *a)
+{
+  int host = b->mr->kind == CL_MR_HOST || b->mr->kind == CL_MR_PINNED;
+  size_t pitch = a->desc.Width * a->desc.NumChannels * a->elem_size;
+  size_t height = a->desc.Height ? a->desc.Height : 1;
+  if (dst) {
+    c->dstMemoryType = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    c->dstHost = host ? (void *)(uintptr_t)b->ptr : NULL;
+    c->dstDevice = host ? 0 : b->ptr;
+    c->dstPitch = pitch;
+    c->dstHeight = height;
+  } else {
+    c->srcMemoryType = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    c->srcHost = host ? (const void *)(uintptr_t)b->ptr : NULL;
+    c->srcDevice = host ? 0 : b->ptr;
+    c->srcPitch = pitch;
+    c->srcHeight = height;
+  }
+}
+
+/* arr:copy_from(buf, s) and arr:copy_to(buf, s): the whole array, ordered
+ * on s (a stream of the array's device). Nothing here runs Lua before the
+ * driver call but the raising checks. */
+static int array_copy(lua_State *L, int to_buffer)
+{
+  cl_check_nargs(L, 3);
+  cl_Array *a = cl_check_array(L, 1);
+  cl_Buffer *b = cl_check_buffer(L, 2);
+  cl_Stream *s = cl_check_stream(L, 3);
+  if (b->size != a->size)
+    return luaL_error(L, "cannot copy between a cuda.Array of %I bytes and a buffer of %I bytes: "
+                      "sizes must match", (lua_Integer)a->size, (lua_Integer)b->size);
+  if (a->dev != s->dev)
+    return luaL_error(L, "the array is on device %d, the stream on device %d", a->dev->ordinal,
+                      s->dev->ordinal);
+  if (!cl_mr_accessible_from(b->mr, s->dev) && b->mr->kind == CL_MR_DEVICE)
+    return luaL_error(L, "cannot copy device %d memory on a stream of device %d",
+                      b->mr->dev->ordinal, s->dev->ordinal);
+  CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof c);
+  set_linear(&c, to_buffer, b, a);
+  if (to_buffer) {
+    c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    c.srcArray = a->handle;
+  } else {
+    c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    c.dstArray = a->handle;
+  }
+  c.WidthInBytes = a->desc.Width * a->desc.NumChannels * a->elem_size;
+  c.Height = a->desc.Height ? a->desc.Height : 1;
+  c.Depth = a->desc.Depth ? a->desc.Depth : 1;
+  cl_device_activate(L, s->dev);
+  CL_TRY(L, cuMemcpy3DAsync, (&c, s->handle));
+  if (s->capture)
+    cl_capture_keep(L, s, 3, 1, 2);   /* the graph keeps the array and the buffer */
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int array_copy_from(lua_State *L) { return array_copy(L, 0); }
+static int array_copy_to(lua_State *L) { return array_copy(L, 1); }
+
+/* --- fields ------------------------------------------------------------------ */
+
+static int array_fields(lua_State *L)
+{
+  cl_Array *a = luaL_checkudata(L, 1, CL_ARRAY);
+  const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "";
+  if (strcmp(key, "is_closed") == 0)
+    lua_pushboolean(L, a->closed);
+  else if (a->closed)
+    lua_pushnil(L);
+  else if (strcmp(key, "width") == 0)
+    lua_pushinteger(L, (lua_Integer)a->desc.Width);
+  else if (strcmp(key, "height") == 0)
+    lua_pushinteger(L, (lua_Integer)a->desc.Height);
+  else if (strcmp(key, "depth") == 0)
+    lua_pushinteger(L, (lua_Integer)a->desc.Depth);
+  else if (strcmp(key, "channels") == 0)
+    lua_pushinteger(L, a->desc.NumChannels);
+  else if (strcmp(key, "format") == 0)
+    lua_pushstring(L, format_name(a->desc.Format));
+  else if (strcmp(key, "element_size") == 0)
+    lua_pushinteger(L, (lua_Integer)(a->elem_size * a->desc.NumChannels));
+  else if (strcmp(key, "size") == 0)
+    lua_pushinteger(L, (lua_Integer)a->size);
+  else if (strcmp(key, "layered") == 0)
+    lua_pushboolean(L, (a->desc.Flags & CUDA_ARRAY3D_LAYERED) != 0);
+  else if (strcmp(key, "surface") == 0)
+    lua_pushboolean(L, (a->desc.Flags & CUDA_ARRAY3D_SURFACE_LDST) != 0);
+  else if (strcmp(key, "device") == 0)
+    lua_getiuservalue(L, 1, 1);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
+static int array_tostring(lua_State *L)
+{
+  cl_Array *a = luaL_checkudata(L, 1, CL_ARRAY);
+  if (a->closed)
+    return cl_push_closed_name(L, CL_ARRAY);
+  lua_pushfstring(L, "cuda.Array(%s x%d, %I x %I x %I)", format_name(a->desc.Format),
+                  (int)a->desc.NumChannels, (lua_Integer)a->desc.Width,
+                  (lua_Integer)a->desc.Height, (lua_Integer)a->desc.Depth);
+  return 1;
+}
+
+void cl_open_array(lua_State *L)
+{
+  static const luaL_Reg meta[] = {
+    {"__gc", array_gc}, {"__close", array_gc}, {"__tostring", array_tostring}, {NULL, NULL}
+  };
+  static const luaL_Reg methods[] = {
+    {"copy_from", array_copy_from}, {"copy_to", array_copy_to}, {"close", array_close},
+    {NULL, NULL}
+  };
+  cl_new_type(L, CL_ARRAY, meta, methods, array_fields);
+  static const luaL_Reg functions[] = {{"Array", cuda_array}, {NULL, NULL}};
+  cl_setfuncs(L, functions);
+}

@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: MIT */
+/* vmm.c: cuda.VirtualMemoryResource, device memory whose buffers grow.
+ *
+ *   local vmr = cuda.VirtualMemoryResource(dev, {granularity = "recommended"})
+ *   local buf = vmr:allocate(2 << 20)
+ *   buf:grow(64 << 20, s)         -- same pointer where the driver allows
+ *
+ * A buffer is physical chunks (cuMemCreate, each a multiple of the
+ * granularity) mapped into reserved address ranges (cuMemAddressReserve,
+ * cuMemMap, cuMemSetAccess). Growing reserves the range right after the
+ * buffer's end: where the driver gives it, one new chunk is mapped there and
+ * the pointer stays; else a new range big enough for all is reserved, every
+ * chunk is mapped into it (the contents move with their physical memory:
+ * nothing is copied) and the old ranges go. A release unmaps every chunk,
+ * releases it, then frees the ranges, in that order.
+ *
+ * The resource is a cuda.MemoryResource of kind "device" (memory.c), with
+ * this file's settings after its struct; its buffers are plain cuda.Buffers
+ * whose memory memory.c gives back through cl_vmm_free. The records of the
+ * chunks live in malloc'd memory, so a release deferred past the resource's
+ * collection (memory.c) still finds them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl.h"
+
+typedef struct Chunk { CUdeviceptr va; size_t size; CUmemGenericAllocationHandle handle; } Chunk;
+typedef struct Range { CUdeviceptr va; size_t size; } Range;
+
+typedef struct Alloc {
+  struct Alloc *next;
+  CUdeviceptr ptr;              /* the buffer's pointer (the first chunk's address) */
+  size_t mapped;                /* bytes mapped from ptr on */
+  Chunk *chunks;
+  Range *ranges;
+  int nchunks, nranges;
+  CUmemAllocationProp prop;
+  CUmemAccessDesc access;
+  size_t granularity;
+} Alloc;
+
+static Alloc *allocs;           /* every live allocation, for cl_vmm_free */
+
+typedef struct Vmm {
+  cl_MemoryResource mr;         /* first: a cuda.MemoryResource to memory.c */
+  CUmemAllocationProp prop;
+  CUmemAccessDesc access;
+  size_t granularity;
+} Vmm;
+
+static Alloc *find(CUdeviceptr p, Alloc ***link)
+{
+  for (Alloc **a = &allocs; *a; a = &(*a)->next)
+    if ((*a)->ptr == p) {
+      if (link)
+        *link = a;
+      return *a;
+    }
+  return NULL;
+}
+
+/* Unmap and release every chunk, then free every range: never raises. */
+static void unmap_all(Alloc *a)
+{
+  for (int k = 0; k < a->nchunks; k++) {
+    CL_CALL(cuMemUnmap, (a->chunks[k].va, a->chunks[k].size));
+    CL_CALL(cuMemRelease, (a->chunks[k].handle));
+  }
+  for (int k = 0; k < a->nranges; k++)
+    CL_CALL(cuMemAddressFree, (a->ranges[k].va, a->ranges[k].size));
+}
+
+void cl_vmm_free(CUdeviceptr p)
+{
+  Alloc **link;
+  Alloc *a = find(p, &link);
+  if (!a)
+    return;
+  *link = a->next;
+  unmap_all(a);
+  free(a->chunks);
+  free(a->ranges);
+  free(a);
+}
+
+/* Map a new chunk of size bytes at va (inside a reserved range) and grant
+ * access; 0 and the failing call's result in *r. */
+static int map_chunk(Alloc *a, CUdeviceptr va, size_t size, CUmemGenericAllocationHandle h,
+                     CUresult *r, const char **api)
+{
+  *api = "cuMemMap";
+  *r = CL_CALL(cuMemMap, (va, size, 0, h, 0));
+  if (*r != CUDA_SUCCESS)
+    return 0;
+  *api = "cuMemSetAccess";
+  *r = CL_CALL(cuMemSetAccess, (va, size, &a->access, 1));
+  if (*r != CUDA_SUCCESS) {
+    CL_CALL(cuMemUnmap, (va, size));
+    return 0;
+  }
+  return 1;
+}
+
+/* Grow the records by one chunk and one range (capacity for what may come). */
+static int reserve_records(Alloc *a, int chunks, int ranges)
+{
+  Chunk *c = realloc(a->chunks, (size_t)(a->nchunks + chunks) * sizeof *c);
+  if (c)
+    a->chunks = c;
+  Range *g = realloc(a->ranges, (size_t)(a->nranges + ranges) * sizeof *g);
+  if (g)
+    a->ranges = g;
+  return c != NULL && g != NULL;
+}
+
+static size_t round_up(size_t n, size_t g)
+{
+  return n > SIZE_MAX - (g - 1) ? 0 : (n + g - 1) / g * g;
+}
+
+/* memory.c's allocate for a virtual-memory resource: one chunk in one
+ * range. Runs no Lua but to raise. */
+CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n)
+{
+  const Vmm *v = (const Vmm *)mr;
+  size_t size = round_up(n, v->granularity);
+  if (size == 0)
+    luaL_error(L, "cannot allocate %I bytes: the size overflows", (lua_Integer)n);
+  Alloc *a = calloc(1, sizeof *a);
+  if (!a || !reserve_records(a, 1, 1)) {
+    if (a) {
+      free(a->chunks);
+      free(a->ranges);
+    }
+    free(a);
+    luaL_error(L, "out of host memory");
+  }
+  a->prop = v->prop;
+  a->access = v->access;
+  a->granularity = v->granularity;
+  CUdeviceptr va = 0;
+  CUmemGenericAllocationHandle h = 0;
+  const char *api = "cuMemAddressReserve";
+  CUresult r = CL_CALL(cuMemAddressReserve, (&va, size, v->granularity, 0, 0));
+  if (r == CUDA_SUCCESS) {
+    api = "cuMemCreate";
+    r = CL_CALL(cuMemCreate, (&h, size, &v->prop, 0));
+    if (r == CUDA_SUCCESS && !map_chunk(a, va, size, h, &r, &api))
+      CL_CALL(cuMemRelease, (h));
+    if (r != CUDA_SUCCESS)
+      CL_CALL(cuMemAddressFree, (va, size));
+  }
+  if (r != CUDA_SUCCESS) {
+    free(a->chunks);
+    free(a->ranges);
+    free(a);
+    cl_raise_detail(L, r, api, " (asked for %I bytes)", (lua_Integer)size);
+  }
+  a->chunks[0] = (Chunk){va, size, h};
+  a->ranges[0] = (Range){va, size};
+  a->nchunks = a->nranges = 1;
+  a->ptr = va;
+  a->mapped = size;
+  a->next = allocs;
+  allocs = a;
+  return va;
+}
+
+/* Try the range right after the mapping: 1 when more bytes are mapped
+ * there (the pointer stays), 0 when the driver put the range elsewhere
+ * (given back), -1 with *r for a failure. */
+static int grow_in_place(Alloc *a, size_t more, CUresult *r, const char **api)
+{
+  CUdeviceptr want = a->ptr + a->mapped, got = 0;
+  *api = "cuMemAddressReserve";
+  *r = CL_CALL(cuMemAddressReserve, (&got, more, 0, want, 0));
+  if (*r != CUDA_SUCCESS)
+    return 0;                   /* no range there: move instead */
+  if (got != want) {
+    CL_CALL(cuMemAddressFree, (got, more));
+    return 0;
+  }
+  CUmemGenericAllocationHandle h = 0;
+  *api = "cuMemCreate";
+  *r = CL_CALL(cuMemCreate, (&h, more, &a->prop, 0));
+  if (*r == CUDA_SUCCESS && !map_chunk(a, want, more, h, r, api))
+    CL_CALL(cuMemRelease, (h));
+  if (*r != CUDA_SUCCESS) {
+    CL_CALL(cuMemAddressFree, (want, more));
+    return -1;
+  }
+  a->chunks[a->nchunks++] = (Chunk){want, more, h};
+  a->ranges[a->nranges++] = (Range){want, more};
+  a->mapped += more;
+  return 1;
+}
+
+/* A new range for everything: the old chunks mapped into it in order,
+ * then a new one; the old mappings and ranges go. The work that used the
+ * old addresses must be done (the caller waited). */
+static int grow_moving(Alloc *a, size_t more, CUresult *r, const char **api)
+{
+  size_t total = a->mapped + more;
+  CUdeviceptr va = 0;
+  CUmemGenericAllocationHandle h = 0;
+  *api = "cuMemAddressReserve";
+  *r = CL_CALL(cuMemAddressReserve, (&va, total, a->granularity, 0, 0));
+  if (*r != CUDA_SUCCESS)
+    return 0;
+  *api = "cuMemCreate";
+  *r = CL_CALL(cuMemCreate, (&h, more, &a->prop, 0));
+  int mapped = 0;
+  size_t at = 0;
+  for (; *r == CUDA_SUCCESS && mapped < a->nchunks; mapped++) {
+    if (!map_chunk(a, va + at, a->chunks[mapped].size, a->chunks[mapped].handle, r, api))
+      break;
+    at += a->chunks[mapped].size;
+  }
+  if (*r == CUDA_SUCCESS && map_chunk(a, va + at, more, h, r, api)) {
+    for (int k = 0; k < a->nchunks; k++) {   /* the old mappings, then their ranges */
+      CL_CALL(cuMemUnmap, (a->chunks[k].va, a->chunks[k].size));
+      a->chunks[k].va = va + (a->chunks[k].va - a->ptr);
+    }
+    for (int k = 0; k < a->nranges; k++)
+      CL_CALL(cuMemAddressFree, (a->ranges[k].va, a->ranges[k].size));
+    a->chunks[a->nchunks++] = (Chunk){va + at, more, h};
+    a->ranges[0] = (Range){va, total};
+    a->nranges = 1;
+    a->ptr = va;
+    a->mapped = total;
+    return 1;
+  }
+  at = 0;
+  for (int k = 0; k < mapped; k++) {   /* undo what was mapped */
+    CL_CALL(cuMemUnmap, (va + at, a->chunks[k].size));
+    at += a->chunks[k].size;
+  }
+  if (h)
+    CL_CALL(cuMemRelease, (h));
+  CL_CALL(cuMemAddressFree, (va, total));
+  return 0;
+}
+
+/* buf:grow(nbytes [, stream]): a buffer of a cuda.VirtualMemoryResource
+ * holds nbytes, its contents kept. The pointer stays where the address
+ * range after the buffer is free; else the buffer moves: the device (or
+ * stream) is waited for first, and slices of it keep the old address,
+ * which no longer holds memory. Returns the buffer. */
+static int buffer_grow(lua_State *L)
+{
+  cl_check_nargs(L, 3);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  cl_Buffer *b = cl_check_buffer(L, 1);
+  cl_Stream *s = cl_opt_stream(L, 3);
+  if (b->owner || b->mr->vmm == NULL)   /* a slice's mr is its owner's */
+    return luaL_argerror(L, 1, "only a buffer of a cuda.VirtualMemoryResource grows (not a slice)");
+  if (n < (lua_Integer)b->size)
+    return luaL_argerror(L, 2, "a buffer only grows: the size must be >= buf.size");
+  Alloc *a = find(b->ptr, NULL);
+  if (a == NULL)
+    return luaL_error(L, "cuda.Buffer: no virtual memory record for this buffer");
+  if ((size_t)n <= a->mapped) {
+    b->mr->live_bytes += (size_t)n - b->size;
+    b->size = (size_t)n;
+    lua_settop(L, 1);
+    return 1;
+  }
+  size_t more = round_up((size_t)n - a->mapped, a->granularity);
+  if (more == 0)
+    return luaL_argerror(L, 2, "the size overflows");
+  if (!reserve_records(a, 1, 1))
+    return luaL_error(L, "out of host memory");
+  cl_device_activate(L, b->mr->dev);
+  CUresult r = CUDA_SUCCESS;
+  const char *api = "";
+  int done = grow_in_place(a, more, &r, &api);
+  if (done == 0) {
+    if (b->graph_refs > 0)
+      return luaL_error(L, "cannot move a buffer that a graph or a texture uses: it must grow "
+                           "in place, and the address range after it is taken");
+    /* the work that uses the old addresses first: a wait runs Lua */
+    if (s)
+      cl_stream_sync(L, s);
+    else
+      cl_sync(L, cl_device_wait, b->mr->dev, "cuCtxSynchronize");
+    b = cl_check_buffer(L, 1);  /* host functions the wait ran may have closed it, */
+    a = find(b->ptr, NULL);     /* or made a texture over it */
+    if (a == NULL || b->graph_refs > 0 || !reserve_records(a, 1, 1))
+      return luaL_error(L, "cuda.Buffer changed while it was waited for");
+    cl_device_activate(L, b->mr->dev);
+    done = grow_moving(a, more, &r, &api);
+  }
+  if (done <= 0)
+    return cl_raise_detail(L, r, api, " (growing to %I bytes)", n);
+  b->ptr = a->ptr;
+  b->mr->live_bytes += (size_t)n - b->size;
+  b->size = (size_t)n;
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* cuda.VirtualMemoryResource([dev] [, {location, numa_id, handle_type,
+ * access, granularity}]) */
+static int cuda_vmm(lua_State *L)
+{
+  static const char *const options[] = {
+    "location", "numa_id", "handle_type", "access", "granularity", NULL
+  };
+  static const char *const locations[] = {"device", "host_numa", NULL};
+  static const char *const handle_types[] = {"none", "posix_fd", NULL};
+  static const char *const accesses[] = {"rw", "r", NULL};
+  static const char *const granularities[] = {"minimum", "recommended", NULL};
+  cl_check_nargs(L, 2);
+  int opti = lua_istable(L, 1) && lua_isnoneornil(L, 2) ? 1 : 2;
+  lua_settop(L, 2);             /* the option reads push above the arguments */
+  cl_check_options(L, opti, options);
+  const char *loc = cl_opt_string(L, opti, "location", "device");
+  const char *ht = cl_opt_string(L, opti, "handle_type", "none");
+  const char *acc = cl_opt_string(L, opti, "access", "rw");
+  const char *gr = cl_opt_string(L, opti, "granularity", "recommended");
+  int li = 0, hi = 0, ai = 0, gi = 0;
+  while (locations[li] && strcmp(locations[li], loc)) li++;
+  while (handle_types[hi] && strcmp(handle_types[hi], ht)) hi++;
+  while (accesses[ai] && strcmp(accesses[ai], acc)) ai++;
+  while (granularities[gi] && strcmp(granularities[gi], gr)) gi++;
+  luaL_argcheck(L, locations[li], opti, "field 'location' must be \"device\" or \"host_numa\"");
+  luaL_argcheck(L, handle_types[hi], opti, "field 'handle_type' must be \"none\" or \"posix_fd\"");
+  luaL_argcheck(L, accesses[ai], opti, "field 'access' must be \"rw\" or \"r\"");
+  luaL_argcheck(L, granularities[gi], opti,
+                "field 'granularity' must be \"minimum\" or \"recommended\"");
+  lua_Integer numa = cl_opt_integer_range(L, opti, "numa_id", li == 1 ? -1 : 0, 0, INT32_MAX);
+  luaL_argcheck(L, li == 1 || numa == 0, opti, "field 'numa_id' is for location = \"host_numa\"");
+  luaL_argcheck(L, li == 0 || numa >= 0, opti, "location = \"host_numa\" needs numa_id");
+  lua_pop(L, 4);
+  if (opti == 1 || lua_isnoneornil(L, 1))
+    cl_push_current_device(L);
+  else if (lua_type(L, 1) == LUA_TNUMBER)
+    cl_push_device(L, (int)cl_check_integer_range(L, 1, 0, INT32_MAX, "device id"));
+  else {
+    cl_check_device(L, 1);
+    lua_pushvalue(L, 1);
+  }
+  int devi = lua_gettop(L);
+  Vmm *v = lua_newuserdatauv(L, sizeof *v, 1);
+  memset(v, 0, sizeof *v);
+  v->mr.closed = 1;             /* until it is made */
+  v->mr.kind = CL_MR_DEVICE;
+  v->mr.vmm = v;
+  luaL_setmetatable(L, CL_MR);
+  cl_Device *d = cl_check_device(L, devi);
+  v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  v->prop.requestedHandleTypes = hi ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  v->prop.location.type = li ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_DEVICE;
+  v->prop.location.id = li ? (int)numa : d->ordinal;
+  v->access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  v->access.location.id = d->ordinal;
+  v->access.flags = ai ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  cl_device_activate(L, d);
+  CL_TRY(L, cuMemGetAllocationGranularity,
+         (&v->granularity, &v->prop, gi ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
+                                        : CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  if (v->granularity == 0)
+    return luaL_error(L, "cuMemGetAllocationGranularity gave 0");
+  v->mr.dev = d;
+  v->mr.closed = 0;
+  lua_pushvalue(L, devi);
+  lua_setiuservalue(L, -2, 1);
+  return 1;
+}
+
+/* cuda.virtual_memory_info(vmr) -> {granularity, location, location_id,
+ * access}: memory.c serves a resource's common fields and stays untouched. */
+static int cuda_vmm_info(lua_State *L)
+{
+  cl_MemoryResource *mr = cl_check_mr(L, 1);
+  if (mr->vmm == NULL)
+    return luaL_argerror(L, 1, "not a cuda.VirtualMemoryResource");
+  const Vmm *v = mr->vmm;       /* read all before allocating */
+  lua_Integer granularity = (lua_Integer)v->granularity, id = v->prop.location.id;
+  int device = v->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  int read_only = v->access.flags == CU_MEM_ACCESS_FLAGS_PROT_READ;
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, granularity);
+  lua_setfield(L, -2, "granularity");
+  lua_pushstring(L, device ? "device" : "host_numa");
+  lua_setfield(L, -2, "location");
+  lua_pushinteger(L, id);
+  lua_setfield(L, -2, "location_id");
+  lua_pushstring(L, read_only ? "r" : "rw");
+  lua_setfield(L, -2, "access");
+  return 1;
+}
+
+int cl_numa_option(lua_State *L, int idx, int *pooled)
+{
+  if (lua_isnoneornil(L, idx))
+    return -1;
+  int explicit_pool = lua_getfield(L, idx, "pool") != LUA_TNIL;
+  lua_pop(L, 1);
+  lua_Integer numa = cl_opt_integer_range(L, idx, "numa_id", -1, 0, INT32_MAX);
+  if (numa < 0)
+    return -1;
+  luaL_argcheck(L, *pooled || !explicit_pool, idx, "numa_id makes a pool: pool = false contradicts it");
+  *pooled = 1;
+  return (int)numa;
+}
+
+void cl_open_vmm(lua_State *L)
+{
+  static const luaL_Reg functions[] = {
+    {"VirtualMemoryResource", cuda_vmm}, {"virtual_memory_info", cuda_vmm_info}, {NULL, NULL}
+  };
+  cl_setfuncs(L, functions);
+  static const luaL_Reg methods[] = {{"grow", buffer_grow}, {NULL, NULL}};
+  cl_add_methods(L, CL_BUFFER, methods);
+}
