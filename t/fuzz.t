@@ -33,6 +33,8 @@ local cubin_path = t.tmpdir() .. "/scale_and_bias.cubin"
 local cubin_code = cuda.Program(io.open(require("cuda.kernels").find("scale_and_bias.cu")):read("a"), "c++",
                                 {arch = "sm_" .. dev.arch}):compile("cubin").code
 t.write_file(cubin_path, cubin_code)
+local tex_kernel = cuda.Program(dofile(os.getenv("CUDALUA_SRCDIR") .. "/t/texture_kernels.lua"), "c++",
+                                {arch = "sm_" .. dev.arch}):compile("cubin"):get_kernel("tex_fetch")
 local fuzz_dir = t.tmpdir()
 local fuzz_src = 'extern "C" __global__ void k(int *x) { x[0] = 1; }'
 local pool = {}                     -- live objects, by kind
@@ -53,7 +55,7 @@ local function any()
   local r = math.random(10)
   if r <= 4 then return extremes[math.random(#extremes)] end
   if r <= 6 then return math.random(0, 4096) end
-  local kinds = {"stream", "event", "buffer", "view", "graph", "builder", "node", "mr", "ctx", "handle"}
+  local kinds = {"stream", "event", "buffer", "view", "graph", "builder", "node", "mr", "ctx", "handle", "array", "texture"}
   return pick(kinds[math.random(#kinds)])
 end
 local scalars = {"u8", "u16", "u32", "i32", "f32", "f64", "u64"}   -- u64 last: see the launch
@@ -136,8 +138,8 @@ local actions = {
   function() add("ctx", dev:create_context{resources = dev.resources.sm:split{count = math.random(1, 40), groups = 1}}) end,
   function() local c = pick("ctx"); if c then origin[add("stream", c:create_stream())] = "green stream" end end,
   function() local c = pick("ctx"); if c then return c.resources, c.handle end end,
-  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "obj", "kernel", "pc", "export"}; close(pick(kinds[math.random(#kinds)])) end,
-  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view", "obj", "kernel", "pc", "export"}
+  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "obj", "kernel", "pc", "export", "array", "texture"}; close(pick(kinds[math.random(#kinds)])) end,
+  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view", "obj", "kernel", "pc", "export", "array", "texture"}
     local list = pool[kinds[math.random(#kinds)]]; if list and #list > 0 then table.remove(list, math.random(#list)) end end,
   function() collectgarbage(math.random(2) == 1 and "step" or "collect") end,
   function() local o = any(); setmetatable({}, {__gc = function() close(o) end}) end,
@@ -218,6 +220,37 @@ local actions = {
       cuda.copy_batch(s, list, math.random(2) == 1 and {src_access_order = ({"stream", "any", "during_api_call", any()})[math.random(4)]} or nil) end end,
   function() local b, s = pick("buffer"), pick("stream"); if b and s then b:set_deallocation_stream(s) end end,
   function() return dev.default_stream, dev.per_thread_default_stream, dev.memory_resource.release_threshold end,
+  -- arrays, textures and surfaces (issue 21): made from random and extreme
+  -- extents, copied from and to any buffer, sampled by a kernel, closed in
+  -- any order (an array or buffer before its texture)
+  function() add("array", cuda.Array{format = ({"float32", "uint8", "int16", "float16"})[math.random(4)],
+                                     channels = ({1, 2, 4})[math.random(3)], width = math.random(1, 16),
+                                     height = math.random(0, 8), surface = math.random(2) == 1}) end,
+  function() add("array", cuda.Array{width = any(), height = any(), depth = any(), layered = any(),
+                                     channels = any(), format = any()}) end,
+  function() local a, b = pick("array"), pick("buffer"); if a and b then
+      if math.random(2) == 1 then a:copy_from(b, pick("stream")) else a:copy_to(b, any()) end end end,
+  function() local a, s = pick("array"), pick("stream"); if a and s and a.size then
+      local b = (pick("mr") or dev.memory_resource):allocate(a.size, s)
+      a:copy_from(b, s):copy_to(b, s) end end,
+  function() local src = math.random(2) == 1 and pick("array") or pick("buffer"); if src then
+      add("texture", cuda.TextureObject(src, math.random(2) == 1 and
+        {filter_mode = ({"point", "linear"})[math.random(2)], address_mode = ({"wrap", "clamp", "border"})[math.random(3)],
+         border_color = any(), normalized_coords = math.random(2) == 1} or
+        {format = "float32", width = any(), height = any(), pitch = any()})) end end,
+  function() local a = pick("array"); if a then add("texture", cuda.SurfaceObject(a)) end end,
+  function() local x, b, s = pick("texture"), pick("buffer"), pick("stream"); if x and b and s then
+      cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 32}, tex_kernel, x, b, cuda.u64(4), cuda.u64(b.size // 4)) end end,
+  function() local x = pick("texture"); if x then return x.handle, x.source, tostring(x) end end,
+  function() local a = pick("array"); if a then return a.size, a.format, a.device, tostring(a) end end,
+  function() return dev.graph_mem_used, dev.graph_mem_reserved_high, dev:trim_graph_memory() end,
+  -- virtual memory (issue 21): grow buffers in place and by moving (an
+  -- injected failure of the hint under the fake), slices of moved buffers
+  function() add("mr", cuda.VirtualMemoryResource(dev, {granularity = ({"minimum", "recommended"})[math.random(2)]})) end,
+  function() local b = pick("buffer"); if b then
+      if fakecuda and math.random(2) == 1 then fakecuda.fail("cuMemAddressReserve") end
+      b:grow(math.random(2) == 1 and (b.size or 0) + math.random(0, 5 << 20) or any(), pick("stream")) end end,
+  function() add("mr", cuda.PinnedMemoryResource{numa_id = math.random(2) == 1 and dev.host_numa_id or any()}) end,
   -- graphs: event nodes, conditional handles (forged ones too), memsets and
   -- copies of any buffer, kernel updates, events recorded into captures
   function() local b, e = pick("builder"), pick("event"); if b and e then
