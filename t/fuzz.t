@@ -274,6 +274,8 @@ local actions = {
 }
 
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro
+local skip = {}                         -- FUZZ_SKIP="36 39": actions left out, to tell a hang's cause
+for a in (os.getenv("FUZZ_SKIP") or ""):gmatch("%d+") do skip[tonumber(a)] = true end
 
 local function fuzz(seed)
   math.randomseed(seed)
@@ -282,7 +284,8 @@ local function fuzz(seed)
   for i = 1, ncalls do
     local a = math.random(#actions)
     if trace then io.stderr:write(i, " ", a, "\n") end
-    local ok, err = pcall(actions[a])
+    local ok, err = true, nil
+    if not skip[a] then ok, err = pcall(actions[a]) end
     recent = {}
     if not ok then
       if type(err) == "string" or getmetatable(err) == cuda.Error then
