@@ -169,6 +169,13 @@ void cl_mr_hold_for_graph(cl_MemoryResource *mr);
 void cl_mr_release_graph_held(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size);
 void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size, CUstream s,
                    int stream_known);
+/* cuLibraryUnload now, or after the host functions pending now (the driver
+ * waits for them there). Never raises: it runs in finalizers. */
+void cl_library_release(CUlibrary lib);
+/* Run every pending host function before a driver call that waits for
+ * them (module loads, green contexts): a wait on the device, as dev:sync().
+ * It runs Lua: callers check their handles after it (HACKING.md). */
+void cl_hostfunc_drain(lua_State *L);
 extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
 /* Push the resource that owns device memory opened from another process on
  * the device at devi (cuIpcOpenMemHandle): its buffers close their mapping

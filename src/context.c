@@ -171,6 +171,7 @@ static unsigned check_context_resources(lua_State *L, int opts, cl_Device *d,
 static int device_create_context(lua_State *L)
 {
   static const char *const options[] = {"resources", NULL};
+  cl_hostfunc_drain(L);         /* cuGreenCtxCreate waits for pending host functions (H200) */
   cl_Device *d = cl_check_device(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   cl_check_options(L, 2, options);

@@ -637,3 +637,12 @@ void cl_open_device(lua_State *L)
   lua_pushcfunction(L, cuda_device_property_names);
   lua_setfield(L, -2, "device_property_names");
 }
+
+void cl_hostfunc_drain(lua_State *L)
+{
+  if (cl_hostfunc_outstanding == 0)
+    return;
+  cl_Device *d = cl_push_current_device(L);
+  lua_pop(L, 1);                /* the device objects live as long as the state */
+  cl_sync(L, cl_device_wait, d, "cuCtxSynchronize");
+}

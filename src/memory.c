@@ -276,7 +276,8 @@ static int mr_allocate(lua_State *L)
  * was: a finalizer must not leave another context current under the C
  * function whose allocation ran it. */
 
-typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PLAIN, FREE_PINNED, CLOSE_IPC, DESTROY_POOL, FREE_VIRTUAL } ReleaseOp;
+typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PLAIN, FREE_PINNED, CLOSE_IPC, DESTROY_POOL, FREE_VIRTUAL,
+               UNLOAD_LIBRARY } ReleaseOp;
 
 typedef struct Deferred {
   struct Deferred *next;
@@ -315,6 +316,9 @@ static void release_now(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool
     break;
   case DESTROY_POOL:
     CL_CALL(cuMemPoolDestroy, (pool));
+    break;
+  case UNLOAD_LIBRARY:          /* the H200's driver waits for pending host functions here */
+    CL_CALL(cuLibraryUnload, ((CUlibrary)pool));
     break;
   case FREE_VIRTUAL:            /* unmapping memory in use is not ordered: all work first */
     CL_CALL(cuCtxSynchronize, ());
@@ -361,6 +365,11 @@ static void release(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool poo
   }                             /* out of memory: now, whatever it costs */
   cl_release_deferred();
   release_now(op, ctx, p, pool);
+}
+
+void cl_library_release(CUlibrary lib)
+{
+  release(UNLOAD_LIBRARY, NULL, 0, (CUmemoryPool)(void *)lib);
 }
 
 /* A closed resource's pool is destroyed once no buffer needs it. */

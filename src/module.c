@@ -632,6 +632,7 @@ static int objectcode_get_kernel(lua_State *L)
   cl_check_nargs(L, 3);
   lua_settop(L, 3);
   int n = lua_isnil(L, 3) ? -1 : check_signature(L, 3, declared);
+  cl_hostfunc_drain(L);         /* the driver's load waits for pending host functions */
   check_loadable(L, cl_check_objectcode(L, 1));
   cl_driver_load(L);
   const char *symbol = symbol_name(L, 1, name);   /* anchored in the names table */
@@ -664,7 +665,7 @@ static void close_kernels(lua_State *L, int oi)
 static void unload(cl_ObjectCode *o)
 {
   if (o->library) {
-    CL_CALL(cuLibraryUnload, (o->library));
+    cl_library_release(o->library);
     o->library = NULL;
   }
 }

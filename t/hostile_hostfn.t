@@ -55,6 +55,25 @@ local cases = {}
 -- only = "thread" for the cases that need a driver thread that blocks
 local function case(c) cases[#cases + 1] = c end
 
+-- The H200's driver waits for pending host functions in a module's load
+-- and unload and in cuGreenCtxCreate, which cannot run while Lua waits
+-- there (the fuzzer found these hanging): load and create run them first,
+-- unload is deferred until they ran.
+case{name = "get_kernel, a green context and an unload with a host function pending", only = "thread", body = [[
+local s = dev:create_stream()
+local src = 'extern "C" __global__ void k(int *x) { x[0] = 1; }'
+local obj = cuda.Program(src, "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
+local ran = 0
+s:launch_host_func(function() ran = ran + 1 end)
+local k = obj:get_kernel("k")
+s:launch_host_func(function() ran = ran + 1 end)
+local ctx = dev:create_context{resources = dev.resources.sm:split{count = 8, groups = 1}}
+s:launch_host_func(function() ran = ran + 1 end)
+obj:close()
+s:sync()
+print("ran", ran, tostring(k), ctx ~= nil)
+]], want = "ran\t3\tcuda%.Kernel %(closed%)\ttrue\n"}
+
 case{name = "s:sync whose host function closes s", body = [[
 local s = dev:create_stream()
 local after

@@ -187,6 +187,7 @@ CUresult fake_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *
                                 CUlibraryOption *library_options, void **library_values,
                                 unsigned int nlibrary)
 {
+  fake_host_wait();              /* as the H200's driver: it waits for pending host functions */
   FAKE_ENTER(cuLibraryLoadData);
   (void)jit_options; (void)jit_values; (void)njit;
   (void)library_options; (void)library_values; (void)nlibrary;
@@ -216,6 +217,7 @@ CUresult fake_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *
 
 CUresult fake_cuLibraryUnload(CUlibrary lib)
 {
+  fake_host_wait();              /* as the H200's driver: it waits for pending host functions */
   FAKE_ENTER(cuLibraryUnload);
   if (!lib)
     return CUDA_ERROR_INVALID_VALUE;
