@@ -2,13 +2,12 @@
 -- SPDX-License-Identifier: MIT
 --
 -- Measures, per call, what issuing work costs the host through cudalua: cuda.launch of an
--- empty kernel with no parameters and with four (typed scalars; plain Lua values packed by
--- the parameters' C types; typed scalars for a kernel whose types are unknown, packed by
--- size), a 4 KiB pinned -> device Buffer:copy_to,
--- Stream:record, the replay of a graph of 100 launches (host cost, and GPU time against 100
--- direct launches) and of a graph of 1000 (host cost per launch; cudalua only). With --reference
--- bench/launch_ref it runs the raw driver-API program that measures the same operations by the
--- same method and prints the ratios.
+-- empty kernel with no parameters and with four (typed scalars; plain values packed by the
+-- parameters' C types; typed scalars packed by size, the types unknown), a 4 KiB pinned ->
+-- device Buffer:copy_to, Stream:record, the replay of a graph of 100 launches (host cost, and
+-- GPU time against 100 direct launches) and of a graph of 1000 (host cost per launch; cudalua
+-- only). With --reference bench/launch_ref it runs the raw driver-API program that measures
+-- the same operations by the same method and prints the ratios.
 --
 -- Method (the same as bench/launch_ref.c, so the ratio is fair; see bench/README.md): both
 -- pinned to one CPU (--cpu), warm up, then per repeat sync, time a batch of B calls, keep
@@ -53,25 +52,16 @@ local DIGITS = {us = 3, ms = 4}   -- decimals printed per unit
 local function fail(message) io.stderr:write("launch_cost: ", message, "\n"); os.exit(1) end
 
 -- --- options ------------------------------------------------------------------
-local function batch_size(text)
-  local n, why = cli.positive_integer(text)
-  if n and n > MAX_BATCH then
-    return nil, ("'%s' is too large: at most %d calls per batch"):format(text, MAX_BATCH)
-  end
-  return n, why
-end
-
 local function parse_options(argv)
   local parser = cli.parser("launch_cost", results.description())
   parser:option("--reference", "bench/launch_ref: run it and print cudalua / C ratios."):argname("PROGRAM")
   parser:option("--repeats", "Timed batches per figure.", tostring(DEFAULT_REPEATS)):convert(cli.positive_integer)
-  parser:option("--batch", ("Calls per timed batch (1..%d); graph replays are timed in " ..
-    "batches of max(1, batch // 10)."):format(MAX_BATCH), tostring(DEFAULT_BATCH))
-    :convert(batch_size)
+  parser:option("--batch", ("Calls per timed batch (1..%d); graph replays are timed in batches of " ..
+    "max(1, batch // 10)."):format(MAX_BATCH), tostring(DEFAULT_BATCH))
+    :convert(cli.positive_integer_at_most(MAX_BATCH, "calls per batch"))
   parser:option("--device", "Device ordinal.", "0"):convert(cli.device_id)
   bench.add_cpu_option(parser)
-  parser:option("--rounds", "Rounds in which cudalua and the reference take turns.", "5")
-    :convert(cli.positive_integer)
+  parser:option("--rounds", "Rounds in which cudalua and the reference take turns.", "5"):convert(cli.positive_integer)
   results.options(parser, {"json", "csv", "md"})
   return cli.parse(parser, argv)
 end
@@ -103,21 +93,15 @@ local function operations(s, kernels, buffers)
     local launch, stream, config, kernel = cuda.launch, s, cfg, kernels.empty
     for _ = 1, count do launch(stream, config, kernel) end
   end
-  function op.launch_empty4(count)
-    local launch, stream, config, kernel = cuda.launch, s, cfg, kernels.empty4
-    local a, b, sc, nn = buffers.d_a, buffers.d_b, scale, n
-    for _ = 1, count do launch(stream, config, kernel, a, b, sc, nn) end
+  local function launch4(k, x, y)   -- k(d_a, d_b, x, y)
+    return function(count)
+      local launch, stream, config, kernel, a, b, xx, yy = cuda.launch, s, cfg, k, buffers.d_a, buffers.d_b, x, y
+      for _ = 1, count do launch(stream, config, kernel, a, b, xx, yy) end
+    end
   end
-  function op.launch_empty4_typed(count)   -- 2.5 and 1024 become float and unsigned long long
-    local launch, stream, config, kernel = cuda.launch, s, cfg, kernels.empty4
-    local a, b = buffers.d_a, buffers.d_b
-    for _ = 1, count do launch(stream, config, kernel, a, b, 2.5, EMPTY4_ELEMENTS) end
-  end
-  function op.launch_empty4_sized(count)
-    local launch, stream, config, kernel = cuda.launch, s, cfg, kernels.empty4_sized
-    local a, b, sc, nn = buffers.d_a, buffers.d_b, scale, n
-    for _ = 1, count do launch(stream, config, kernel, a, b, sc, nn) end
-  end
+  op.launch_empty4 = launch4(kernels.empty4, scale, n)
+  op.launch_empty4_typed = launch4(kernels.empty4, 2.5, EMPTY4_ELEMENTS)   -- float, unsigned long long by C type
+  op.launch_empty4_sized = launch4(kernels.empty4_sized, scale, n)
   function op.copy_small(count)
     local src, dst, stream = buffers.host_small, buffers.dev_small, s
     for _ = 1, count do src:copy_to(dst, stream) end
@@ -161,15 +145,11 @@ local function measure_ours(rig, repeats, batch, graph_batch)
   local function host(issue, size) return bench.host_batches(s, issue, size, counts) end
   local function gpu(issue, count) return bench.gpu_batches(s, issue, count, counts) end
   return {
-    launch_empty = host(op.launch_empty, batch),
-    launch_4params = host(op.launch_empty4, batch),
-    launch_4params_typed = host(op.launch_empty4_typed, batch),
-    launch_4params_sized = host(op.launch_empty4_sized, batch),
-    memcpy_htod_4k = host(op.copy_small, batch),
-    event_record = host(op.record_marker, batch),
+    launch_empty = host(op.launch_empty, batch), launch_4params = host(op.launch_empty4, batch),
+    launch_4params_typed = host(op.launch_empty4_typed, batch), launch_4params_sized = host(op.launch_empty4_sized, batch),
+    memcpy_htod_4k = host(op.copy_small, batch), event_record = host(op.record_marker, batch),
     graph100_replay_host = host(op.replay_graph, graph_batch),
-    graph100_gpu_ms = gpu(op.replay_graph, 1),
-    direct100_gpu_ms = gpu(op.launch_empty4, GRAPH_LAUNCHES),
+    graph100_gpu_ms = gpu(op.replay_graph, 1), direct100_gpu_ms = gpu(op.launch_empty4, GRAPH_LAUNCHES),
     graph1000_host = host(op.replay_big_graph, graph_batch * BIG_GRAPH_LAUNCHES),   -- us per launch
   }
 end
@@ -180,9 +160,7 @@ local function run_reference(path, options, kernels_dir)
   local figures, header = bench.reference(path, {"--repeats", options.repeats, "--batch", options.batch,
     "--device", options.device, "--kernels", kernels_dir, options.pinned and "--cpu", options.pinned}, COLUMNS)
   if not figures then fail(header) end
-  for _, key in ipairs(REFERENCE_KEYS) do
-    if not figures[key] then fail(("%s did not report %s"):format(path, key)) end
-  end
+  for _, key in ipairs(REFERENCE_KEYS) do if not figures[key] then fail(path .. " did not report " .. key) end end
   return figures, header
 end
 
@@ -211,24 +189,25 @@ local function verify(rig, ours)
   check_bytes:fill(0)
   b.dev_small:copy_to(check, s)
   s:sync()
-  for i = 1, SMALL_COPY_BYTES do
-    if check_bytes[i] ~= host_bytes[i] then
-      fail(("the 4 KiB copies are wrong: byte %d on the device is %d, expected %d")
-        :format(i, check_bytes[i], host_bytes[i]))
-    end
+  local same, _, i = check_bytes:allclose(host_bytes, 0, 0)
+  if not same then
+    fail(("the 4 KiB copies are wrong: byte %d on the device is %d, expected %d"):format(i, check_bytes[i], host_bytes[i]))
   end
   for _, key in ipairs{"graph100_gpu_ms", "direct100_gpu_ms"} do
-    if not (ours[key].min > 0) then fail(("%s: the events measured no GPU time"):format(key)) end
+    if not (ours[key].min > 0) then fail(key .. ": the events measured no GPU time") end
   end
 end
 
 -- --- report ----------------------------------------------------------------------
+-- The reference's row for figure f: its own, or the one it is compared with.
+local function reference_row(reference, f) return reference and reference[f.reference or f.key] end
+
 -- cudalua / C for each figure the reference timed, and the launch figures
 -- over the project's target.
 local function compare(ours, reference)
   local ratios, missed = {}, {}
   for _, f in ipairs(FIGURES) do
-    local theirs = reference and reference[f.reference or f.key]
+    local theirs = reference_row(reference, f)
     if theirs and theirs.median > 0 then
       ratios[f.key] = ours[f.key].median / theirs.median
       if f.target and ratios[f.key] > LAUNCH_TARGET then missed[#missed + 1] = f.key end
@@ -249,14 +228,12 @@ local function print_header(rig, options, graph_batch, reference_header)
   print()
 end
 
-local function print_row(...)
-  print((("%-38s  %-26s  %-26s  %s"):format(...):gsub("%s+$", "")))
-end
+local function print_row(...) print((("%-38s  %-26s  %-26s  %s"):format(...):gsub("%s+$", ""))) end
 
 local function print_table(ours, reference, ratios)
   print_row("operation", "cudalua", reference and "raw C driver API" or "", reference and "ratio" or "")
   for _, f in ipairs(FIGURES) do
-    local theirs, ratio = reference and reference[f.reference or f.key], ratios[f.key]
+    local theirs, ratio = reference_row(reference, f), ratios[f.key]
     local over = ratio and f.target and ratio > LAUNCH_TARGET
     print_row(f.label .. ", " .. f.unit, bench.format_spread(ours[f.key], DIGITS[f.unit]),
       theirs and bench.format_spread(theirs, DIGITS[f.unit]) or "",
@@ -268,8 +245,7 @@ end
 -- How many times longer 100 direct launches take on the GPU than one replay.
 local function graph_gain(figs)
   local graph_ms = figs.graph100_gpu_ms.median
-  if not (graph_ms > 0) then return "n/a" end
-  return ("%.1fx"):format(figs.direct100_gpu_ms.median / graph_ms)
+  return graph_ms > 0 and ("%.1fx"):format(figs.direct100_gpu_ms.median / graph_ms) or "n/a"
 end
 
 local function print_notes(ours, reference, missed)
@@ -283,8 +259,7 @@ local function print_notes(ours, reference, missed)
   if reference and #missed == 0 then
     print(("Launches are within the project's target of cudalua / C <= %.2f."):format(LAUNCH_TARGET))
   elseif reference then
-    print(("Over the project's target of cudalua / C <= %.2f: %s."):format(LAUNCH_TARGET,
-      table.concat(missed, ", ")))
+    print(("Over the project's target of cudalua / C <= %.2f: %s."):format(LAUNCH_TARGET, table.concat(missed, ", ")))
   end
   print(("Typed packing: plain values by C type cost %.3f of typed scalars packed by size (the packing " ..
     "before types were known; target <= 1.05)."):format(ours.launch_4params_typed.median / ours.launch_4params_sized.median))

@@ -127,6 +127,15 @@ end
 -- A device id: "0" or a positive integer, or "local": the device
 -- cuda.Device() picks (under mpirun or srun, the node-local rank's GPU),
 -- else 0 where there is none (the script's cuda.Device(0) says why).
+-- An argparse converter: a positive integer of at most max ("calls per batch").
+function M.positive_integer_at_most(max, what)
+  return function(text)
+    local n, why = M.positive_integer(text)
+    if n and n > max then return nil, ("'%s' is too large: at most %d %s"):format(text, max, what) end
+    return n, why
+  end
+end
+
 function M.device_id(text)
   if tostring(text) == "0" then return 0 end
   if text == "local" then
