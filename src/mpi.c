@@ -559,31 +559,25 @@ static void *wire_bytes(lua_State *L, int i, lua_Integer off, lua_Integer len)
 
 static Request *push_request(lua_State *L, int bufi, int on_done);
 
-/* wire_isend(buf, offset, length, dest, tag, comm) -> request */
-static int mpi_wire_isend(lua_State *L)
+/* wire_isend(buf, offset, length, dest, tag, comm) and
+ * wire_irecv(buf, offset, length, src, tag, comm) -> request */
+static int wire_start(lua_State *L, int receiving)
 {
   ensure_started(L);
-  int dest = check_rank(L, 4, 0), tag = check_tag(L, 5, 0);
+  int peer = check_rank(L, 4, receiving), tag = check_tag(L, 5, receiving);
   lua_Integer off = luaL_checkinteger(L, 2), len = luaL_checkinteger(L, 3);
   MPI_Comm comm = wire_comm(L, 6);
   Request *q = push_request(L, 1, 0);
   void *p = wire_bytes(L, 1, off, len);
-  REQUEST_START(L, q, lua_touserdata(L, 1), MPI_Isend, (p, (int)len, MPI_BYTE, dest, tag, comm, &q->req));
+  if (receiving)
+    REQUEST_START(L, q, lua_touserdata(L, 1), MPI_Irecv, (p, (int)len, MPI_BYTE, peer, tag, comm, &q->req));
+  else
+    REQUEST_START(L, q, lua_touserdata(L, 1), MPI_Isend, (p, (int)len, MPI_BYTE, peer, tag, comm, &q->req));
   return 1;
 }
 
-/* wire_irecv(buf, offset, length, src, tag, comm) -> request */
-static int mpi_wire_irecv(lua_State *L)
-{
-  ensure_started(L);
-  int src = check_rank(L, 4, 1), tag = check_tag(L, 5, 1);
-  lua_Integer off = luaL_checkinteger(L, 2), len = luaL_checkinteger(L, 3);
-  MPI_Comm comm = wire_comm(L, 6);
-  Request *q = push_request(L, 1, 0);
-  void *p = wire_bytes(L, 1, off, len);
-  REQUEST_START(L, q, lua_touserdata(L, 1), MPI_Irecv, (p, (int)len, MPI_BYTE, src, tag, comm, &q->req));
-  return 1;
-}
+static int mpi_wire_isend(lua_State *L) { return wire_start(L, 0); }
+static int mpi_wire_irecv(lua_State *L) { return wire_start(L, 1); }
 
 /* hold(buf) -> a to-be-closed value: while it is open, closing buf (or
  * its owner) closes it for Lua only, and the operation that took the hold
