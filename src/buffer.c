@@ -9,11 +9,6 @@
 
 #include "cl.h"
 
-int cl_buffer_is_open(const cl_Buffer *b)
-{
-  return !b->closed && !(b->owner && b->owner->closed);
-}
-
 cl_Buffer *cl_check_buffer(lua_State *L, int i)
 {
   cl_Buffer *b = luaL_checkudata(L, i, CL_BUFFER);

@@ -196,7 +196,10 @@ typedef struct cl_Buffer {
 
 /* A buffer or slice that is open, and whose owner is open. */
 cl_Buffer *cl_check_buffer(lua_State *L, int i);
-int cl_buffer_is_open(const cl_Buffer *b);
+static inline int cl_buffer_is_open(const cl_Buffer *b)
+{
+  return !b->closed && !(b->owner && b->owner->closed);
+}
 /* Push a new buffer over ptr/size owned by mr (at index mri), allocated
  * on stream s (at index si, 0 for none). */
 cl_Buffer *cl_push_buffer(lua_State *L, CUdeviceptr ptr, size_t size, int mri,

@@ -246,7 +246,7 @@ static Region check_region_of(lua_State *L, int i, cl_Buffer **out)
   }
   if (b == NULL)
     luaL_typeerror(L, i, "cuda.Buffer or cuda.View");
-  if (b->closed || (b->owner && b->owner->closed))
+  if (!cl_buffer_is_open(b))
     luaL_argerror(L, i, "cuda.Buffer is closed");
   if (out == NULL && b->mr->kind == CL_MR_DEVICE && !cuda_aware())
     luaL_argerror(L, i, "device memory, and this MPI is not CUDA-aware (stage it through pinned memory)");
@@ -546,7 +546,7 @@ static void *wire_bytes(lua_State *L, int i, lua_Integer off, lua_Integer len)
   if (b == NULL)
     luaL_typeerror(L, i, "cuda.Buffer");
   /* closed for Lua but held by the operation (core.hold): still its memory */
-  if ((b->closed || (b->owner && b->owner->closed)) && (b->owner ? b->owner : b)->graph_refs == 0)
+  if (!cl_buffer_is_open(b) && (b->owner ? b->owner : b)->graph_refs == 0)
     luaL_argerror(L, i, "cuda.Buffer is closed");
   if (b->mr->kind == CL_MR_DEVICE)
     luaL_argerror(L, i, "device memory");
@@ -595,7 +595,7 @@ static int mpi_hold(lua_State *L)
   h->buf = NULL;
   luaL_setmetatable(L, HOLD);
   cl_Buffer *b = luaL_checkudata(L, 1, CL_BUFFER);
-  if (b->closed || (b->owner && b->owner->closed))
+  if (!cl_buffer_is_open(b))
     luaL_argerror(L, 1, "cuda.Buffer is closed");
   buffer_api->hold(b);
   h->buf = b;
@@ -617,7 +617,7 @@ static int hold_release(lua_State *L)
 static int mpi_is_open(lua_State *L)
 {
   cl_Buffer *b = luaL_checkudata(L, 1, CL_BUFFER);
-  lua_pushboolean(L, !b->closed && !(b->owner && b->owner->closed));
+  lua_pushboolean(L, cl_buffer_is_open(b));
   return 1;
 }
 
