@@ -85,7 +85,7 @@ function M.need_gpu()
 end
 
 -- Run a shell command; returns its exit code, stdout and stderr.
-local function run_once(cmd)
+function M.run(cmd)
   local errf = os.tmpname()
   local p = io.popen(cmd .. " 2>" .. errf, "r")
   local stdout = p:read("a")
@@ -94,18 +94,6 @@ local function run_once(cmd)
   local stderr = f and f:read("a") or ""
   if f then f:close() end
   os.remove(errf)
-  return code, stdout, stderr
-end
-
--- LeakSanitizer's own tracer can crash at a process's exit ("Tracer caught
--- signal 11"), seen twice under load on 2-core machines, in children whose
--- output was complete: the sanitizer's runtime failed, not the program, so
--- such a command runs once more.
-function M.run(cmd)
-  local code, stdout, stderr = run_once(cmd)
-  if code ~= 0 and stderr:find("Tracer caught signal", 1, true) then
-    code, stdout, stderr = run_once(cmd)
-  end
   return code, stdout, stderr
 end
 
