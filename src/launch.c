@@ -14,7 +14,8 @@
 /* --- cuda.LaunchConfig{grid, block, shmem, cluster, cooperative} ----------------- */
 
 typedef struct LaunchConfig {
-  unsigned grid[3], block[3], cluster[3];
+  unsigned grid[3], block[3], cluster[3];   /* grid in blocks: what the driver takes */
+  unsigned clusters[3];                     /* with a cluster, grid as given: in clusters */
   unsigned shmem;
   int has_cluster, cooperative;
 } LaunchConfig;
@@ -68,15 +69,24 @@ static int has_field(lua_State *L, const char *field)
   return present;
 }
 
-static void check_cluster(lua_State *L, const LaunchConfig *c)
+/* cuda.core's rule: with a cluster, grid counts clusters, so the driver's
+ * grid is grid * cluster blocks on each axis, which must stay in range. */
+static void apply_cluster(lua_State *L, LaunchConfig *c)
 {
   unsigned size = c->cluster[0] * c->cluster[1] * c->cluster[2];
   if (size > 8)
     luaL_error(L, "LaunchConfig: a cluster of %d blocks exceeds the portable limit of 8", (int)size);
-  for (int k = 0; k < 3; k++)
-    if (c->grid[k] % c->cluster[k] != 0)
-      luaL_error(L, "LaunchConfig: grid.%s = %d is not a multiple of cluster.%s = %d", axis[k],
-                 (int)c->grid[k], axis[k], (int)c->cluster[k]);
+  for (int k = 0; k < 3; k++) {
+    lua_Integer blocks = (lua_Integer)c->grid[k] * c->cluster[k];
+    if (blocks > grid_limit[k])
+      luaL_error(L, "LaunchConfig: grid.%s = %I clusters of cluster.%s = %I blocks is %I blocks, "
+                    "over the limit (max_grid_dim[%d] = %I)", axis[k], (lua_Integer)c->grid[k],
+                 axis[k], (lua_Integer)c->cluster[k], blocks, k + 1, grid_limit[k]);
+  }
+  for (int k = 0; k < 3; k++) {
+    c->clusters[k] = c->grid[k];
+    c->grid[k] *= c->cluster[k];
+  }
 }
 
 static int cuda_launch_config(lua_State *L)
@@ -102,7 +112,7 @@ static int cuda_launch_config(lua_State *L)
   if (has_field(L, "cluster")) {
     read_dim3(L, "cluster", c->cluster, cluster_limit, "portable cluster size");
     c->has_cluster = 1;
-    check_cluster(L, c);
+    apply_cluster(L, c);
   }
   luaL_setmetatable(L, CL_LAUNCHCONFIG);
   return 1;
@@ -122,6 +132,8 @@ static int config_fields(lua_State *L)
   LaunchConfig *c = luaL_checkudata(L, 1, CL_LAUNCHCONFIG);
   const char *key = luaL_checkstring(L, 2);
   if (strcmp(key, "grid") == 0)
+    push_dim3(L, c->has_cluster ? c->clusters : c->grid);
+  else if (strcmp(key, "blocks") == 0)
     push_dim3(L, c->grid);
   else if (strcmp(key, "block") == 0)
     push_dim3(L, c->block);
@@ -139,9 +151,15 @@ static int config_fields(lua_State *L)
 static int config_tostring(lua_State *L)
 {
   LaunchConfig *c = luaL_checkudata(L, 1, CL_LAUNCHCONFIG);
-  lua_pushfstring(L, "cuda.LaunchConfig(grid {%d, %d, %d}, block {%d, %d, %d}, shmem %d)",
-                  (int)c->grid[0], (int)c->grid[1], (int)c->grid[2], (int)c->block[0],
-                  (int)c->block[1], (int)c->block[2], (int)c->shmem);
+  if (c->has_cluster)
+    lua_pushfstring(L, "cuda.LaunchConfig(grid {%d, %d, %d} clusters of {%d, %d, %d}, block {%d, %d, %d}, "
+                    "shmem %d)", (int)c->clusters[0], (int)c->clusters[1], (int)c->clusters[2],
+                    (int)c->cluster[0], (int)c->cluster[1], (int)c->cluster[2], (int)c->block[0],
+                    (int)c->block[1], (int)c->block[2], (int)c->shmem);
+  else
+    lua_pushfstring(L, "cuda.LaunchConfig(grid {%d, %d, %d}, block {%d, %d, %d}, shmem %d)",
+                    (int)c->grid[0], (int)c->grid[1], (int)c->grid[2], (int)c->block[0],
+                    (int)c->block[1], (int)c->block[2], (int)c->shmem);
   return 1;
 }
 

@@ -45,7 +45,7 @@ local function workload()
   local _ = kk.attributes, kk:occupancy(128)
   local cfg = cuda.LaunchConfig{grid = 4, block = 256}
   cuda.launch(s, cfg, kk, x, cuda.f32(2), cuda.f32(1), cuda.u64(N))
-  cuda.launch(s, cuda.LaunchConfig{grid = 4, block = 256, cluster = 2, shmem = 64 * 1024}, kk, x,
+  cuda.launch(s, cuda.LaunchConfig{grid = 2, block = 256, cluster = 2, shmem = 64 * 1024}, kk, x,
               cuda.f32(2), cuda.f32(1), cuda.u64(N))
   s:begin_capture()
   cuda.launch(s, cfg, k, x, cuda.f32(2), cuda.f32(1), cuda.u64(N))

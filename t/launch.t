@@ -32,7 +32,17 @@ t.raises(function() cuda.LaunchConfig{grid = 1, block = {32, 32, 2}} end, "2048 
 t.raises(function() cuda.LaunchConfig{grid = 1, block = 32, shmem = -1} end, "shmem must be >= 0", "negative shmem")
 t.raises(function() cuda.LaunchConfig{grid = 1, block = 1.5} end, "must be an integer", "fractional block")
 t.raises(function() cuda.LaunchConfig{grid = {1, 2, 3, 4}, block = 1} end, "1 to 3 dimensions", "four dimensions")
-t.raises(function() cuda.LaunchConfig{grid = 3, block = 32, cluster = 2} end, "not a multiple of cluster", "grid not a multiple of the cluster")
+-- cuda.core's rule: with a cluster, grid counts clusters
+local ccfg = cuda.LaunchConfig{grid = {3, 2}, block = 32, cluster = {2, 1, 1}}
+t.is(table.concat(ccfg.grid, " "), "3 2 1", "with a cluster, cfg.grid reads back in clusters")
+t.is(table.concat(ccfg.blocks, " "), "6 2 1", "and cfg.blocks is grid * cluster")
+t.is(table.concat(cuda.LaunchConfig{grid = 5, block = 1}.blocks, " "), "5 1 1", "without one, blocks = grid")
+t.like(tostring(ccfg), "grid {3, 2, 1} clusters of {2, 1, 1}", "tostring says clusters")
+t.raises(function() cuda.LaunchConfig{grid = 2147483647, block = 32, cluster = 2} end,
+         "grid%.x = 2147483647 clusters of cluster%.x = 2 blocks is 4294967294 blocks, over the limit %(max_grid_dim%[1%] = 2147483647%)",
+         "grid * cluster over the limit")
+t.raises(function() cuda.LaunchConfig{grid = {1, 40000}, block = 32, cluster = {1, 2}} end,
+         "grid%.y = 40000 clusters of cluster%.y = 2 blocks is 80000 blocks", "on every axis")
 t.raises(function() cuda.LaunchConfig{grid = 1, block = 32, shared = 8} end, "unknown option 'shared'", "unknown option")
 t.raises(function() cuda.LaunchConfig(5) end, "table expected", "LaunchConfig(5)")
 
@@ -137,9 +147,9 @@ t.ok(good, "3D grid and block with " .. big_shmem .. " bytes of dynamic shared m
 
 if dev.properties.cluster_launch == 1 then
   pos:view("uint32"):fill(0)
-  cuda.launch(s, cuda.LaunchConfig{grid = {4, 1, 1}, block = 64, cluster = 2, shmem = 256}, where, pos)
+  cuda.launch(s, cuda.LaunchConfig{grid = {2, 1, 1}, block = 64, cluster = 2, shmem = 256}, where, pos)
   s:sync()
-  t.is(pos:view("uint32")[4 * 64], 3 * 64 + 1, "cluster launch runs every block")
+  t.is(pos:view("uint32")[4 * 64], 3 * 64 + 1, "cluster launch runs every block: grid 2 clusters of 2")
 else
   t.skip("no cluster launch on this device")
 end
