@@ -131,26 +131,22 @@ static void keep_for_capture(lua_State *L, cl_Stream *st, int li, size_t n)
   }
 }
 
-/* How to issue a batch: CUDALUA_COPY_BATCH=driver, one cuMemcpyBatchAsync;
- * =pairs, one cuMemcpyAsync a pair; unset, refused. On the H200 (driver
- * 580, CUDA 13.0) t/copy_batch.t read wrong bytes back in both modes, a
- * fault not found yet, so no script gets a batch without asking for it. */
-static int batch_mode(lua_State *L)
+/* How to issue a batch: one cuMemcpyBatchAsync, unless
+ * CUDALUA_COPY_BATCH=pairs asks for one cuMemcpyAsync a pair (to compare
+ * the two, or where a driver's batch misbehaves). A capture always takes
+ * pairs: the batch call has no graph node (the H200's driver answers
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), and a copy a pair captures as
+ * one memcpy node each. */
+static int batch_mode(const cl_Stream *st)
 {
   const char *e = getenv("CUDALUA_COPY_BATCH");
-  if (e && strcmp(e, "driver") == 0)
-    return 1;
-  if (e && strcmp(e, "pairs") == 0)
-    return 0;
-  return luaL_error(L, "cuda.copy_batch is experimental: wrong bytes were read back on the H200, "
-                       "a fault not found yet; set CUDALUA_COPY_BATCH=pairs or =driver to use it");
+  return !st->capture && !(e && strcmp(e, "pairs") == 0);
 }
 
 /* cuda.copy_batch(stream, {{dst, src [, size]}, ...} [, options]) */
 static int cuda_copy_batch(lua_State *L)
 {
   lua_settop(L, 3);
-  int batched = batch_mode(L);
   luaL_checktype(L, 2, LUA_TTABLE);
   CUmemcpyAttributes attrs;
   read_options(L, 3, &attrs);
@@ -166,7 +162,7 @@ static int cuda_copy_batch(lua_State *L)
     return 0;
   size_t first = 0;
   cl_device_activate(L, st->dev);
-  if (!batched) {               /* one cuMemcpyAsync a pair, in order */
+  if (!batch_mode(st)) {               /* one cuMemcpyAsync a pair, in order */
     for (size_t k = 0; k < n; k++)
       CL_TRY(L, cuMemcpyAsync, (s.dsts[k], s.srcs[k], s.sizes[k], st->handle));
     if (st->capture)

@@ -103,6 +103,7 @@ CUresult fake_submit(CUstream s, const struct fake_Work *w);
 void fake_run(const struct fake_Work *w);
 void fake_event_stamp(CUevent ev);
 int fake_stream_valid(CUstream s);
+int fake_stream_capturing(CUstream s);
 int fake_event_valid(CUevent ev);
 CUresult fake_stream_create(CUstream *s, unsigned flags);
 

@@ -414,6 +414,8 @@ CUresult fake_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *s
   if (count == 0 || !dsts || !srcs || !sizes || !attrs || !attrsIdxs || numAttrs == 0 ||
       numAttrs > count || attrsIdxs[0] != 0 || s == CU_STREAM_LEGACY)
     return CUDA_ERROR_INVALID_VALUE;
+  if (fake_stream_capturing(s))   /* no graph node form: what the H200's driver answers */
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   for (size_t k = 0; k < numAttrs; k++) {
     CUmemcpySrcAccessOrder o = attrs[k].srcAccessOrder;
     if (o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o != CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL &&

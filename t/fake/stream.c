@@ -169,6 +169,11 @@ static CUresult host_issue(CUhostFn fn, void *data)
   return CUDA_SUCCESS;
 }
 
+int fake_stream_capturing(CUstream s)
+{
+  return fake_stream_valid(s) && !special_stream(s) && s->capture != NULL;
+}
+
 CUresult fake_submit(CUstream s, const struct fake_Work *w)
 {
   if (!fake_stream_valid(s))
