@@ -114,9 +114,10 @@ static int cuda_array(lua_State *L)
   return 1;
 }
 
+/* Deferred while a host function is pending, as memory is (memory.c). */
 static void destroy(cl_Array *a)
 {
-  CL_CALL(cuArrayDestroy, (a->handle));
+  cl_array_release(a->dev ? a->dev->ctx : NULL, a->handle);
   a->handle = NULL;
 }
 

@@ -169,9 +169,11 @@ void cl_mr_hold_for_graph(cl_MemoryResource *mr);
 void cl_mr_release_graph_held(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size);
 void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size, CUstream s,
                    int stream_known);
-/* cuLibraryUnload now, or after the host functions pending now (the driver
- * waits for them there). Never raises: it runs in finalizers. */
+/* cuLibraryUnload, cuArrayDestroy now, or after the host functions pending
+ * now (the driver may wait for them there). Never raise: they run in
+ * finalizers. */
 void cl_library_release(CUlibrary lib);
+void cl_array_release(CUcontext ctx, CUarray array);
 /* Run every pending host function before a driver call that waits for
  * them (module loads, green contexts): a wait on the device, as dev:sync().
  * It runs Lua: callers check their handles after it (HACKING.md). */

@@ -277,7 +277,7 @@ static int mr_allocate(lua_State *L)
  * function whose allocation ran it. */
 
 typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PLAIN, FREE_PINNED, CLOSE_IPC, DESTROY_POOL, FREE_VIRTUAL,
-               UNLOAD_LIBRARY } ReleaseOp;
+               UNLOAD_LIBRARY, DESTROY_ARRAY } ReleaseOp;
 
 typedef struct Deferred {
   struct Deferred *next;
@@ -319,6 +319,9 @@ static void release_now(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool
     break;
   case UNLOAD_LIBRARY:          /* the H200's driver waits for pending host functions here */
     CL_CALL(cuLibraryUnload, ((CUlibrary)pool));
+    break;
+  case DESTROY_ARRAY:           /* like cuMemFree, it may wait for the device */
+    CL_CALL(cuArrayDestroy, ((CUarray)pool));
     break;
   case FREE_VIRTUAL:            /* unmapping memory in use is not ordered: all work first */
     CL_CALL(cuCtxSynchronize, ());
@@ -370,6 +373,11 @@ static void release(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool poo
 void cl_library_release(CUlibrary lib)
 {
   release(UNLOAD_LIBRARY, NULL, 0, (CUmemoryPool)(void *)lib);
+}
+
+void cl_array_release(CUcontext ctx, CUarray array)
+{
+  release(DESTROY_ARRAY, ctx, 0, (CUmemoryPool)(void *)array);
 }
 
 /* A closed resource's pool is destroyed once no buffer needs it. */

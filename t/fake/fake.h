@@ -96,7 +96,9 @@ struct CUgraph_st {
  * cuInit), host functions run on a driver thread of the fake's, in issue
  * order, as a GPU's driver runs them: every synchronize, query and the
  * process' exit (an atexit handler, as the driver's teardown) wait for
- * those issued. fake_host_wait is that wait. */
+ * those issued; so do module loads and unloads and green contexts (as the
+ * H200's driver does) and cuMemFree, cuMemFreeHost and cuArrayDestroy
+ * (frees that may wait for the device). fake_host_wait is that wait. */
 void fake_host_init(void);
 void fake_host_wait(void);
 CUresult fake_submit(CUstream s, const struct fake_Work *w);

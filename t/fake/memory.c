@@ -363,6 +363,7 @@ CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s)
 CUresult fake_cuMemFree(CUdeviceptr p)
 {
   FAKE_ENTER(cuMemFree);
+  fake_host_wait();              /* a free may wait for the device, so for host functions */
   if (fake_ctx_usable() != CUDA_SUCCESS)
     return fake_ctx_usable();
   return release((void *)(uintptr_t)p, 0);
@@ -390,6 +391,7 @@ CUresult fake_cuMemHostAlloc(void **p, size_t n, unsigned int flags)
 CUresult fake_cuMemFreeHost(void *p)
 {
   FAKE_ENTER(cuMemFreeHost);
+  fake_host_wait();              /* a free may wait for the device, so for host functions */
   if (fake_ctx_usable() != CUDA_SUCCESS)
     return fake_ctx_usable();
   return release(p, 1);
