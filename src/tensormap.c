@@ -224,7 +224,8 @@ static void check_spec(lua_State *L, int idx, Spec *s)
     /* each dimension's stride spans the one below it (cuda.h's rule) */
     uint64_t below;
     if (__builtin_mul_overflow(k == 0 ? esize : s->strides[k - 1], s->dims[k], &below))
-      below = UINT64_MAX;
+      luaL_argerror(L, idx, lua_pushfstring(L, "strides[%d]: the dimension below it spans "
+                                            "2^64 bytes or more", (int)k + 1));
     if (s->interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && s->strides[k] < below)
       luaL_argerror(L, idx, lua_pushfstring(L, "strides[%d] = %I is less than the %I bytes of "
                     "the dimension below it", (int)k + 1, (lua_Integer)s->strides[k],
