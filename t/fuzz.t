@@ -252,10 +252,10 @@ local actions = {
   -- and extreme options, repointed, launched by value, closed in any order
   -- (the buffer before its map)
   function() local src = math.random(2) == 1 and pick("buffer") or pick("view"); if src then
-      local n = math.random(1, 64) * 4
-      add("tmap", cuda.TensorMap.tiled(src, math.random(2) == 1 and
-        {dtype = ({"float32", "uint8", "int32", "float16"})[math.random(4)], shape = {n, math.random(1, 4)},
-         box = {({4, 16, 32})[math.random(3)], 1}, swizzle = ({"none", "32B", "128B"})[math.random(3)]} or
+      local n = math.random(1, math.max(1, math.min(256, math.tointeger(src.size) or 16) // 16)) * 4
+      add("tmap", cuda.TensorMap.tiled(src, math.random(3) > 1 and
+        {dtype = ({"float32", "int32", "uint8", "float16"})[math.random(4)], shape = {n, 1},
+         box = {({4, 16, 32})[math.random(3)], 1}, swizzle = ({"none", "none", "128B", "32B"})[math.random(4)]} or
         {dtype = any(), shape = {any(), any()}, strides = {any()}, box = {any(), any()},
          element_strides = {any(), any()}, oob_fill = any(), l2_promotion = any()})) end end,
   function() local src = math.random(2) == 1 and pick("buffer") or pick("view"); if src then
