@@ -164,6 +164,28 @@ do
   g:close()
 end
 
+-- a graph's kernel node takes a map as cuda.launch does, and keeps its buffer
+do
+  local b4 = mr:allocate(1024, s)
+  local tn = cuda.TensorMap.tiled(b4, {dtype = "float32", shape = {16}, box = {4}})
+  local p4 = b4.ptr
+  local builder = cuda.Graph(dev)
+  builder:kernel(nil, one, k, out, tn)
+  local g = builder:instantiate()
+  tn:close()
+  b4:close()
+  out:view("uint8"):fill(0)
+  g:launch(s)
+  s:sync()
+  t.is(out:view("uint64")[2], p4, "a kernel node passes the descriptor by value")
+  g:close()
+  local b5 = mr:allocate(1024, s)
+  local closed_src = cuda.TensorMap.tiled(b5, {dtype = "float32", shape = {16}, box = {4}})
+  b5:close()
+  t.raises(function() cuda.Graph(dev):kernel(nil, one, k, out, closed_src) end, "the cuda.Buffer is closed",
+           "a kernel node refuses a map whose buffer was closed")
+end
+
 -- --- every rule, before the driver ----------------------------------------------
 local function rejects(opts, pattern, name, source, im2col)
   local before = fakecuda.calls(im2col and "cuTensorMapEncodeIm2col" or "cuTensorMapEncodeTiled")
