@@ -9,7 +9,7 @@ local dev = cuda.Device(0)
 if tonumber(dev.arch) < 90 then t.skip_all("TMA needs compute capability 9.0, device 0 is " .. dev.arch) end
 dev:set_current()
 local seed = t.seed()
-t.plan(8)
+t.plan(7)
 
 local SOURCE = [[
 struct alignas(64) TMap { unsigned long long v[16]; };   // a CUtensorMap
