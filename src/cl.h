@@ -34,6 +34,7 @@
 #define CL_SCALAR       "cuda.Scalar"
 #define CL_GRAPH        "cuda.Graph"
 #define CL_ARRAY        "cuda.Array"
+#define CL_TENSORMAP    "cuda.TensorMap"
 
 /* --- devices (device.c) -------------------------------------------------- */
 

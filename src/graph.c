@@ -137,7 +137,7 @@ void cl_graph_refs_add(lua_State *L, int hi, int vi)
     return;
   }
   if (luaL_testudata(L, vi, CL_VIEW) ||       /* a view counts as its buffer, */
-      luaL_testudata(L, vi, "cuda.TensorMap")) {   /* a tensor map as what it encodes */
+      luaL_testudata(L, vi, CL_TENSORMAP)) {   /* a tensor map as what it encodes */
     lua_getiuservalue(L, vi, 1);
     cl_graph_refs_add(L, hi, lua_gettop(L));
     lua_pop(L, 1);

@@ -21,7 +21,6 @@
 
 #include "cl.h"
 
-#define CL_TENSORMAP "cuda.TensorMap"
 #define MAX_RANK 5
 
 typedef struct TensorMap {

@@ -147,6 +147,24 @@ do
   t.is(echoed(k, tb), tb.bytes, "repointed at open memory, it launches again")
 end
 
+-- a launch with a map allocates nothing (the descriptor passes in place)
+do
+  local launch, kk, tt = cuda.launch, k, tm2
+  launch(s, one, kk, out, tt)
+  collectgarbage()
+  collectgarbage("stop")
+  local before = collectgarbage("count")
+  for _ = 1, 100 do launch(s, one, kk, out, tt) end
+  local grew = collectgarbage("count") - before
+  collectgarbage("restart")
+  t.is(grew, 0, "100 launches with a map allocate no Lua memory")
+  s:sync()
+end
+-- a view repoints a map too
+tm2:replace_address(v)
+t.ok(tm2.address == buf.ptr + 64 and rawequal(tm2.source, v), "replace_address takes a view")
+tm2:replace_address(buf)
+
 -- a captured launch keeps the map's buffer for the graph
 do
   local b3 = mr:allocate(1024, s)
