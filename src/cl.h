@@ -34,6 +34,7 @@
 #define CL_SCALAR       "cuda.Scalar"
 #define CL_GRAPH        "cuda.Graph"
 #define CL_ARRAY        "cuda.Array"
+#define CL_TENSORMAP    "cuda.TensorMap"
 
 /* --- devices (device.c) -------------------------------------------------- */
 
@@ -630,6 +631,11 @@ void cl_open_ipc(lua_State *L);
 void cl_open_array(lua_State *L);
 void cl_open_texture(lua_State *L);
 void cl_open_vmm(lua_State *L);
+void cl_open_tensormap(lua_State *L);
+/* cuda.launch's hook (tensormap.c): for a cuda.TensorMap (metatable mt,
+ * userdata ud) its 128-byte descriptor, and in *buf the buffer it encodes
+ * (NULL when the map is closed); NULL for any other value. Runs no Lua. */
+const void *cl_tensormap_arg(lua_State *L, const void *mt, void *ud, cl_Buffer **buf);
 /* A virtual-memory resource's buffers (vmm.c): memory.c allocates and
  * frees them here; cl_vmm_free never raises and waits for nothing (the
  * caller synchronized). */

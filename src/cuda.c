@@ -54,5 +54,6 @@ int luaopen_cuda(lua_State *L)
   cl_open_array(L);
   cl_open_texture(L);
   cl_open_vmm(L);
+  cl_open_tensormap(L);
   return 1;
 }

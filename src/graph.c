@@ -136,7 +136,8 @@ void cl_graph_refs_add(lua_State *L, int hi, int vi)
     lua_pop(L, 1);
     return;
   }
-  if (luaL_testudata(L, vi, CL_VIEW)) {       /* a view counts as its buffer */
+  if (luaL_testudata(L, vi, CL_VIEW) ||       /* a view counts as its buffer, */
+      luaL_testudata(L, vi, CL_TENSORMAP)) {   /* a tensor map as what it encodes */
     lua_getiuservalue(L, vi, 1);
     cl_graph_refs_add(L, hi, lua_gettop(L));
     lua_pop(L, 1);

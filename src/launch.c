@@ -229,10 +229,9 @@ static void inaccessible_error(lua_State *L, cl_Kernel *k, int n, const cl_Memor
                                            "device %d: %s", mr->dev->ordinal, d->ordinal, hint), 0);
 }
 
-/* A buffer's device pointer (or one into it, a view's); its memory must be
+/* A buffer's memory (or a view's, or a tensor map's) must be open and
  * usable on device d. */
-static void pack_address(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *b,
-                         CUdeviceptr ptr, cl_Device *d, uint64_t *slot)
+static void check_memory(lua_State *L, cl_Kernel *k, int n, cl_Buffer *b, cl_Device *d)
 {
   if (!cl_buffer_is_open(b))
     arg_error(L, k, n, "%s", "the cuda.Buffer is closed", 0);
@@ -241,6 +240,13 @@ static void pack_address(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer 
                              "use pinned, managed or device memory", 0);
   if (!cl_mr_accessible_from(b->mr, d))
     inaccessible_error(L, k, n, b->mr, d);
+}
+
+/* A buffer's device pointer (or one into it, a view's). */
+static void pack_address(lua_State *L, cl_Kernel *k, int n, int size, cl_Buffer *b,
+                         CUdeviceptr ptr, cl_Device *d, uint64_t *slot)
+{
+  check_memory(L, k, n, b, d);
   if (size != 8)
     arg_error(L, k, n, "%s (the parameter is %d bytes)", "a buffer passes an 8-byte pointer", size);
   *slot = (uint64_t)ptr;
@@ -429,6 +435,20 @@ static const void *pack_bytes(lua_State *L, cl_Kernel *k, int n, const char *byt
   return bytes;
 }
 
+/* A cuda.TensorMap: its 128 bytes, in place in its userdata (which stays
+ * on the stack), for a CUtensorMap parameter. A closed map, or one whose
+ * buffer was closed, is refused as a closed buffer is. */
+static const void *pack_tensormap(lua_State *L, cl_Kernel *k, int n, int size, const void *desc,
+                                  cl_Buffer *b, cl_Device *d)
+{
+  if (b == NULL)
+    arg_error(L, k, n, "%s", "the cuda.TensorMap is closed", 0);
+  if (size != (int)sizeof(CUtensorMap))
+    arg_error(L, k, n, "%s (the parameter is %d bytes)", "a cuda.TensorMap passes 128 bytes", size);
+  check_memory(L, k, n, b, d);
+  return desc;
+}
+
 /* Any parameter whose type is known by name or size only. */
 static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d, const void *mt,
                             uint64_t *slot)
@@ -436,6 +456,8 @@ static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device 
   int size = k->param_size[n - 1];
   int type = lua_type(L, i);
   const char *tname;
+  const void *desc;
+  cl_Buffer *tb;
   int obj;
   if (type == LUA_TNUMBER)
     pack_number(L, k, i, n, size, slot);
@@ -456,7 +478,9 @@ static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device 
     if (obj < 0 || size != 8)   /* a texture or surface object: its 8-byte handle */
       arg_error(L, k, n, obj < 0 ? "the %s is closed" : "a %s passes 8 bytes (the parameter is %d bytes)",
                 tname, size);
-  } else if (!pack_view(L, k, i, n, size, d, slot))
+  } else if (mt && (desc = cl_tensormap_arg(L, mt, lua_touserdata(L, i), &tb)) != NULL)
+    return pack_tensormap(L, k, n, size, desc, tb, d);
+  else if (!pack_view(L, k, i, n, size, d, slot))
     arg_error(L, k, n, "got %s; expected a cuda.Buffer, a typed scalar, a number or "
               "a string of the parameter's %d bytes", luaL_typename(L, i), size);
   return slot;

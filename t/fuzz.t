@@ -35,6 +35,10 @@ local cubin_code = cuda.Program(io.open(require("cuda.kernels").find("scale_and_
 t.write_file(cubin_path, cubin_code)
 local tex_kernel = cuda.Program(dofile(os.getenv("CUDALUA_SRCDIR") .. "/t/texture_kernels.lua"), "c++",
                                 {arch = "sm_" .. dev.arch}):compile("cubin"):get_kernel("tex_fetch")
+local tmap_kernel = cuda.Program([[
+struct alignas(64) Desc { unsigned long long v[16]; };
+extern "C" __global__ void tmap_k(const __grid_constant__ Desc d, unsigned long long *x) { x[0] = d.v[1]; }
+]], "c++", {arch = "sm_" .. dev.arch}):compile("cubin"):get_kernel("tmap_k")
 local fuzz_dir = t.tmpdir()
 local fuzz_src = 'extern "C" __global__ void k(int *x) { x[0] = 1; }'
 local pool = {}                     -- live objects, by kind
@@ -55,7 +59,7 @@ local function any()
   local r = math.random(10)
   if r <= 4 then return extremes[math.random(#extremes)] end
   if r <= 6 then return math.random(0, 4096) end
-  local kinds = {"stream", "event", "buffer", "view", "graph", "builder", "node", "mr", "ctx", "handle", "array", "texture"}
+  local kinds = {"stream", "event", "buffer", "view", "graph", "builder", "node", "mr", "ctx", "handle", "array", "texture", "tmap"}
   return pick(kinds[math.random(#kinds)])
 end
 local scalars = {"u8", "u16", "u32", "i32", "f32", "f64", "u64"}   -- u64 last: see the launch
@@ -138,8 +142,8 @@ local actions = {
   function() add("ctx", dev:create_context{resources = dev.resources.sm:split{count = math.random(1, 40), groups = 1}}) end,
   function() local c = pick("ctx"); if c then origin[add("stream", c:create_stream())] = "green stream" end end,
   function() local c = pick("ctx"); if c then return c.resources, c.handle end end,
-  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "obj", "kernel", "pc", "export", "array", "texture"}; close(pick(kinds[math.random(#kinds)])) end,
-  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view", "obj", "kernel", "pc", "export", "array", "texture"}
+  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "obj", "kernel", "pc", "export", "array", "texture", "tmap"}; close(pick(kinds[math.random(#kinds)])) end,
+  function() local kinds = {"stream", "event", "buffer", "graph", "builder", "mr", "ctx", "view", "obj", "kernel", "pc", "export", "array", "texture", "tmap"}
     local list = pool[kinds[math.random(#kinds)]]; if list and #list > 0 then table.remove(list, math.random(#list)) end end,
   function() collectgarbage(math.random(2) == 1 and "step" or "collect") end,
   function() local o = any(); setmetatable({}, {__gc = function() close(o) end}) end,
@@ -244,6 +248,24 @@ local actions = {
   function() local x = pick("texture"); if x then return x.handle, x.source, tostring(x) end end,
   function() local a = pick("array"); if a then return a.size, a.format, a.device, tostring(a) end end,
   function() return dev.graph_mem_used, dev.graph_mem_reserved_high, dev:trim_graph_memory() end,
+  -- tensor maps (issue 21): encoded over any buffer or view with plausible
+  -- and extreme options, repointed, launched by value, closed in any order
+  -- (the buffer before its map)
+  function() local src = math.random(2) == 1 and pick("buffer") or pick("view"); if src then
+      local n = math.random(1, math.max(1, math.min(256, math.tointeger(src.size) or 16) // 16)) * 4
+      add("tmap", cuda.TensorMap.tiled(src, math.random(3) > 1 and
+        {dtype = ({"float32", "int32", "uint8", "float16"})[math.random(4)], shape = {n, 1},
+         box = {({4, 16, 32})[math.random(3)], 1}, swizzle = ({"none", "none", "128B", "32B"})[math.random(4)]} or
+        {dtype = any(), shape = {any(), any()}, strides = {any()}, box = {any(), any()},
+         element_strides = {any(), any()}, oob_fill = any(), l2_promotion = any()})) end end,
+  function() local src = math.random(2) == 1 and pick("buffer") or pick("view"); if src then
+      add("tmap", cuda.TensorMap.im2col(src, {dtype = math.random(2) == 1 and "float32" or any(),
+        shape = {4, math.random(1, 4), math.random(1, 4)}, lower_corner = {any()}, upper_corner = {0},
+        channels_per_pixel = 4, pixels_per_column = math.random(2) == 1 and 8 or any()})) end end,
+  function() local m = pick("tmap"); if m then m:replace_address(math.random(3) > 1 and (pick("buffer") or pick("view")) or any()) end end,
+  function() local m, b, s = pick("tmap"), pick("buffer"), pick("stream"); if m and b and s then
+      cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1}, tmap_kernel, m, b) end end,
+  function() local m = pick("tmap"); if m then return m.bytes, m.source, m.address, m.kind, tostring(m) end end,
   -- virtual memory (issue 21): grow buffers in place and by moving (an
   -- injected failure of the hint under the fake), slices of moved buffers
   function() add("mr", cuda.VirtualMemoryResource(dev, {granularity = ({"minimum", "recommended"})[math.random(2)]})) end,
