@@ -703,6 +703,9 @@ void cl_capture_join(lua_State *L, int si, int wi);
 unsigned long long cl_check_instantiate_options(lua_State *L, int idx);
 /* The executable of the open cuda.Graph at i. */
 CUgraphExec cl_graph_exec(lua_State *L, int i);
+/* The graph of the open cuda.GraphBuilder at bi (not a conditional body)
+ * and its device, for g:update; raises otherwise. */
+CUgraph cl_builder_graph(lua_State *L, int bi, cl_Device **dev);
 void cl_open_graph_builder(lua_State *L);
 
 /* Stream options (non_blocking, priority) at opts for d: the priority,

@@ -422,6 +422,48 @@ CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* How the graph g differs from the executable's (both flattened): paired
+ * item by item in order, as the driver pairs nodes by the order they were
+ * added; the reason a real driver gives for the first difference. */
+static CUgraphExecUpdateResult update_check(CUgraphExec exec, CUgraph g,
+                                            CUgraphExecUpdateResultInfo *info)
+{
+  size_t common = exec->g.n < g->n ? exec->g.n : g->n;
+  for (size_t i = 0; i < common; i++)
+    if (exec->g.work[i].kind != g->work[i].kind) {
+      info->errorNode = node_handle(g->work[i].node);
+      info->errorFromNode = node_handle(exec->g.work[i].node);
+      return CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+    }
+  if (exec->g.n == g->n)
+    return CU_GRAPH_EXEC_UPDATE_SUCCESS;
+  if (common < g->n)          /* the first node that has no partner */
+    info->errorNode = node_handle(g->work[common].node);
+  return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+}
+
+/* The executable runs g's parameters from now on; its nodes keep their
+ * handles (cuGraphExecKernelNodeSetParams still takes the original's). */
+CUresult fake_cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResultInfo *info)
+{
+  FAKE_ENTER(cuGraphExecUpdate);
+  if (!exec_valid(exec) || !graph_valid(g) || !info)
+    return CUDA_ERROR_INVALID_VALUE;
+  memset(info, 0, sizeof *info);
+  struct CUgraph_st flat = {.magic = GRAPH_MAGIC};
+  CUresult r = flatten(&flat, g);
+  if (r == CUDA_SUCCESS && (info->result = update_check(exec, &flat, info)) != 0)
+    r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < flat.n; i++) {
+    flat.work[i].node = exec->g.work[i].node;
+    exec->g.work[i] = flat.work[i];
+  }
+  if (r != CUDA_SUCCESS && info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS)
+    info->result = CU_GRAPH_EXEC_UPDATE_ERROR;
+  free(flat.work);
+  return r;
+}
+
 CUresult fake_cuGraphExecDestroy(CUgraphExec exec)
 {
   FAKE_ENTER(cuGraphExecDestroy);
