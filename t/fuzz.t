@@ -265,6 +265,8 @@ local actions = {
       add("node", math.random(2) == 1 and b:memset(pick("node"), x, math.random(0, 255)) or b:memcpy(pick("node"), x, pick("buffer") or x)) end end,
   function() local g, k, x = pick("graph"), pick("kernel"), pick("buffer"); if g and k and x then
       g:update_kernel(pick("node"), cuda.LaunchConfig{grid = 1, block = 32}, k, x, cuda.f32(1), cuda.f32(0), cuda.u64(1)) end end,
+  function() local g, src = pick("graph"), pick(math.random(2) == 1 and "graph" or "builder"); if g and src then
+      g:update(src) end end,
   function() local s, e = pick("stream"), pick("event"); if s and e then
       s:begin_capture(); s:record(e); graph_buffer():fill(cuda.u8(2), s); add("graph", s:end_capture()) end end,
   function() local b = pick("builder"); if b then return b.node_count, tostring(b), b[1] end end,

@@ -97,6 +97,25 @@ built:launch(s)
 s:sync()
 t.ok(dst:view("float32"):allclose(want, 1e-6, 1e-5), "updated kernel node computed (x * 3 + 1) * 2 - 5")
 
+-- whole-graph update: a graph captured again with another kernel argument
+local function capture_axpb(a, bias)
+  s:begin_capture()
+  d:copy_from(src, s)
+  cuda.launch(s, cfg, k, d, cuda.f32(a), cuda.f32(bias), cuda.u64(N))
+  d:copy_to(dst, s)
+  return s:end_capture()
+end
+local ug = capture_axpb(2, 1)
+check_replay(ug, 2, 1, 20, "captured graph before its update")
+ug:update(capture_axpb(-3, 0.25))
+collectgarbage()
+check_replay(ug, -3, 0.25, 21, "g:update took the new kernel argument")
+local topo = cuda.Graph(dev)
+topo:empty()
+t.raises(function() ug:update(topo) end, "refused to update the graph", "an update to another topology is refused with its reason")
+check_replay(ug, -3, 0.25, 22, "a refused update leaves the graph as it was")
+ug:close()
+
 -- the waiting node: a graph that waits on an event recorded on a stream
 local w = cuda.Graph()
 local gate = dev:create_event()
