@@ -397,7 +397,12 @@ static int graph_launch(lua_State *L)
   Graph *g = cl_fast_check(L, 1, CL_UV_GRAPH, CL_GRAPH);
   cl_Stream *s = cl_fast_check(L, 2, CL_UV_STREAM, CL_STREAM);
   activate_for(L, g, s);
-  CL_TRY(L, cuGraphLaunch, (g->exec, s->handle));
+  CUresult r = CL_CALL(cuGraphLaunch, (g->exec, s->handle));
+  if (r == CUDA_ERROR_INVALID_VALUE)   /* the driver's answer to an unfreed graph allocation */
+    cl_raise_detail(L, r, "cuGraphLaunch", "a graph that allocates memory (cuda.GraphMemoryResource) "
+                    "runs again only once that memory is freed: buf:close(stream) after the "
+                    "launch, or in the graph");
+  cl_check(L, r, "cuGraphLaunch");
   if (s->capture)
     cl_capture_keep(L, s, 2, 1, 1);
   return 0;

@@ -385,6 +385,9 @@ CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream s)
   FAKE_ENTER(cuGraphLaunch);
   if (!exec_valid(exec) || !fake_stream_valid(s))
     return CUDA_ERROR_INVALID_HANDLE;
+  CUresult m = fake_graph_mem_launch(&exec->g);
+  if (m != CUDA_SUCCESS)
+    return m;
   for (size_t i = 0; i < exec->g.n; i++) {
     CUresult r = fake_submit(s, &exec->g.work[i]);
     if (r != CUDA_SUCCESS)
