@@ -273,7 +273,11 @@ local actions = {
       local how = math.random(3)
       if how == 1 then b:close(s) end
       add("graph", s:end_capture())
-      if how == 2 then add("buffer", b) end end end,
+      -- kept apart from "buffer": its memory exists only while the graph runs,
+      -- and a copy into it outside the graph would fault a real GPU
+      if how == 2 then add("gbuf", b) end end end,
+  function() local b, s = pick("gbuf"), pick("stream"); if b then
+      if math.random(2) == 1 then b:close(s) else b:close() end end end,
   function() local g, src = pick("graph"), pick(math.random(2) == 1 and "graph" or "builder"); if g and src then
       g:update(src) end end,
   function() local s, e = pick("stream"), pick("event"); if s and e then
