@@ -61,6 +61,13 @@ local g3 = capture(3, 0, false)
 collectgarbage(); collectgarbage()
 check(g3, 3, 0, "the buffer collected: the graph's allocation still works")
 
+-- an update cannot move a graph's allocation to another
+local u1, u2 = capture(1, 1, true), capture(2, 2, true)
+t.raises(function() u1:update(u2) end, "the graph holds a node the driver cannot update %(at node 1 of the new graph%)",
+         "update between graphs with different allocations: refused at the allocation node")
+check(u1, 1, 1, "and the graph is unchanged")
+u1:close(); u2:close()
+
 -- bad input
 t.raises(function() gm:allocate(16, s) end, "the stream is not capturing", "allocate outside a capture")
 t.raises(function() gm:allocate(0, s) end, "at least 1 byte", "allocate 0 bytes")

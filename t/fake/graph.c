@@ -432,12 +432,20 @@ static CUgraphExecUpdateResult update_check(CUgraphExec exec, CUgraph g,
                                             CUgraphExecUpdateResultInfo *info)
 {
   size_t common = exec->g.n < g->n ? exec->g.n : g->n;
-  for (size_t i = 0; i < common; i++)
-    if (exec->g.work[i].kind != g->work[i].kind) {
-      info->errorNode = node_handle(g->work[i].node);
-      info->errorFromNode = node_handle(exec->g.work[i].node);
-      return CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+  for (size_t i = 0; i < common; i++) {
+    const struct fake_Work *from = &exec->g.work[i], *to = &g->work[i];
+    int memory = to->kind == WORK_MEMALLOC || to->kind == WORK_MEMFREE;
+    CUgraphExecUpdateResult why = from->kind != to->kind ? CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED
+                                  /* a memory node's allocation is fixed at instantiation */
+                                  : memory && from->u.gmem.a != to->u.gmem.a
+                                  ? CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED
+                                  : CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    if (why != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+      info->errorNode = node_handle(to->node);
+      info->errorFromNode = node_handle(from->node);
+      return why;
     }
+  }
   if (exec->g.n == g->n)
     return CU_GRAPH_EXEC_UPDATE_SUCCESS;
   if (common < g->n)          /* the first node that has no partner */
