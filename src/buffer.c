@@ -71,6 +71,8 @@ static int buffer_close(lua_State *L)
   cl_Stream *s = cl_opt_stream(L, 2);
   if (b->closed)
     return 0;
+  if (!b->owner && b->mr->graph_memory)   /* the graph's memory: graphs using it never defer */
+    return cl_graph_memory_close(L, b, s);
   b->closed = 1;
   if (!b->owner && b->graph_refs == 0)
     release(b, s);
@@ -82,7 +84,7 @@ static int buffer_close(lua_State *L)
 void cl_buffer_graph_release(cl_Buffer *b)
 {
   cl_Buffer *owner = b->owner ? b->owner : b;
-  if (--owner->graph_refs == 0 && owner->closed)
+  if (--owner->graph_refs == 0 && owner->closed && !owner->mr->graph_memory)
     cl_mr_release_graph_held(owner->mr, owner->ptr, owner->size);
 }
 

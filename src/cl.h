@@ -157,6 +157,7 @@ typedef struct cl_MemoryResource {
   uint64_t peer_mask;           /* devices granted access (peer_accessible_by), bit = ordinal */
   int ipc_opened;               /* device memory of another process (ipc.c): closed, never allocated */
   void *vmm;                    /* a cuda.VirtualMemoryResource's settings (vmm.c), else NULL */
+  int graph_memory;             /* a cuda.GraphMemoryResource (graph_memory.c) */
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
@@ -711,7 +712,15 @@ void cl_capture_join(lua_State *L, int si, int wi);
 unsigned long long cl_check_instantiate_options(lua_State *L, int idx);
 /* The executable of the open cuda.Graph at i. */
 CUgraphExec cl_graph_exec(lua_State *L, int i);
+/* The graph of the open cuda.GraphBuilder at bi (not a conditional body)
+ * and its device, for g:update; raises otherwise. */
+CUgraph cl_builder_graph(lua_State *L, int bi, cl_Device **dev);
 void cl_open_graph_builder(lua_State *L);
+/* Close the graph-memory buffer b (graph_memory.c): on s, a free node
+ * while s is captured, else a free after the graph's launch; with no
+ * stream, for Lua only. Raises only when given a stream. */
+int cl_graph_memory_close(lua_State *L, cl_Buffer *b, cl_Stream *s);
+void cl_open_graph_memory(lua_State *L);
 
 /* Stream options (non_blocking, priority) at opts for d: the priority,
  * clamped into the device's range (stream.c). */

@@ -44,6 +44,7 @@
   X(cuGraphAddMemcpyNode) X(cuGraphAddMemsetNode) X(cuGraphAddEmptyNode)    \
   X(cuGraphAddEventRecordNode) X(cuGraphAddEventWaitNode)                   \
   X(cuGraphAddChildGraphNode) X(cuGraphExecKernelNodeSetParams)          \
+  X(cuGraphExecUpdate) X(cuMemAllocAsync)                                                \
   X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount)                  \
   X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuGreenCtxDestroy)     \
   X(cuCtxFromGreenCtx) X(cuGreenCtxStreamCreate) X(cuGreenCtxGetDevResource) \

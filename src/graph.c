@@ -15,6 +15,7 @@
  * closed for Lua at once; its memory (or library) goes when the last such
  * graph is closed or collected. Streams that join a capture (waiting on
  * an event recorded in it, or on the capturing stream) record into it. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cl.h"
@@ -27,7 +28,8 @@ typedef struct Graph {
   int owns_graph;               /* captured: destroyed with the executable */
   void *green;                  /* captured on a green context's stream: that context */
 } Graph;                        /* user values: 1 the device, 2 what its nodes use,
-                                 * 3 the green context */
+                                 * 3 the green context, 4 what the graphs it was
+                                 * updated from use (a cuda.GraphRefs) */
 
 /* instantiate's options, as cuda.core's GraphCompleteOptions */
 static const char *const instantiate_options[] = {
@@ -133,7 +135,9 @@ void cl_graph_refs_add(lua_State *L, int hi, int vi)
     push_graph_refs_of(L, vi);
     if (luaL_testudata(L, -1, CL_GRAPHREFS))
       merge_refs(L, hi, lua_gettop(L));
-    lua_pop(L, 1);
+    if (lua_getiuservalue(L, vi, 4) == LUA_TUSERDATA)   /* what updates brought in */
+      merge_refs(L, hi, lua_gettop(L));
+    lua_pop(L, 2);
     return;
   }
   if (luaL_testudata(L, vi, CL_VIEW) ||       /* a view counts as its buffer, */
@@ -272,7 +276,7 @@ static int stream_begin_capture(lua_State *L)
 
 void cl_push_graph(lua_State *L)
 {
-  Graph *g = lua_newuserdatauv(L, sizeof *g, 3);
+  Graph *g = lua_newuserdatauv(L, sizeof *g, 4);
   memset(g, 0, sizeof *g);
   g->closed = 1;  /* until the executable exists */
   luaL_setmetatable(L, CL_GRAPH);
@@ -394,9 +398,117 @@ static int graph_launch(lua_State *L)
   Graph *g = cl_fast_check(L, 1, CL_UV_GRAPH, CL_GRAPH);
   cl_Stream *s = cl_fast_check(L, 2, CL_UV_STREAM, CL_STREAM);
   activate_for(L, g, s);
-  CL_TRY(L, cuGraphLaunch, (g->exec, s->handle));
+  CUresult r = CL_CALL(cuGraphLaunch, (g->exec, s->handle));
+  if (r == CUDA_ERROR_INVALID_VALUE)   /* the driver's answer to an unfreed graph allocation */
+    cl_raise_detail(L, r, "cuGraphLaunch", "a graph that allocates memory (cuda.GraphMemoryResource) "
+                    "runs again only once that memory is freed: buf:close(stream) after the "
+                    "launch, or in the graph");
+  cl_check(L, r, "cuGraphLaunch");
   if (s->capture)
     cl_capture_keep(L, s, 2, 1, 1);
+  return 0;
+}
+
+/* --- whole-graph update --------------------------------------------------- */
+
+/* cuGraphExecUpdate's reasons, in words, indexed by CUgraphExecUpdateResult */
+static const char *const update_reasons[] = {
+  "success", "the driver gave no specific reason", "the topology changed",
+  "a node's type changed", "a kernel node's function changed in a way the driver cannot update",
+  "a node's parameters changed in a way the driver cannot update",
+  "the graph holds a node the driver cannot update",
+  "a kernel node's function changed to one of a kind the driver cannot update",
+  "a node's attributes changed in a way the driver cannot update"
+};
+
+/* The 1-based position of node among graph's nodes (the order they were
+ * added), 0 when it is not among the first 256 or the driver does not say. */
+static size_t node_position(CUgraph graph, CUgraphNode node)
+{
+  CUgraphNode nodes[256];
+  size_t n = sizeof nodes / sizeof nodes[0];
+  if (node == NULL || CL_CALL(cuGraphGetNodes, (graph, nodes, &n)) != CUDA_SUCCESS)
+    return 0;
+  for (size_t k = 0; k < n && k < sizeof nodes / sizeof nodes[0]; k++)
+    if (nodes[k] == node)
+      return k + 1;
+  return 0;
+}
+
+/* Raise the refusal of cuGraphExecUpdate: its reason and, where the driver
+ * names one, the node of the new graph where it failed. */
+static int update_refused(lua_State *L, CUresult r, const CUgraphExecUpdateResultInfo *info,
+                          CUgraph graph)
+{
+  if (r != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)
+    return cl_raise(L, r, "cuGraphExecUpdate");
+  unsigned reason = (unsigned)info->result;
+  size_t at = node_position(graph, info->errorNode);
+  char where[64] = "";
+  if (at > 0)
+    snprintf(where, sizeof where, " (at node %zu of the new graph)", at);
+  return luaL_error(L, "update: the driver refused to update the graph: %s%s",
+                    reason < sizeof update_reasons / sizeof update_reasons[0]
+                      ? update_reasons[reason] : "an unknown reason", where);
+}
+
+/* The graph of the update source at 2 and its device; the value whose
+ * uses the executable must keep is pushed (a builder's or a capture's). */
+static CUgraph update_source(lua_State *L, cl_Device **dev)
+{
+  Graph *src = luaL_testudata(L, 2, CL_GRAPH);
+  if (src == NULL) {
+    lua_pushvalue(L, 2);
+    return cl_builder_graph(L, lua_gettop(L), dev);
+  }
+  check_graph(L, 2);
+  lua_getiuservalue(L, 2, 2);   /* its builder, or what its capture used */
+  *dev = src->dev;
+  if (src->owns_graph)
+    return src->graph;
+  return cl_builder_graph(L, lua_gettop(L), dev);
+}
+
+/* g:update(source): the executable runs the graph of source (a
+ * cuda.GraphBuilder, or a cuda.Graph captured or built) from its next
+ * launch, same topology with new parameters, without instantiating again.
+ * What the new graph uses is kept alive; what the old one used is kept
+ * too until g is closed: a launch of the old graph may still be running. */
+static int graph_update(lua_State *L)
+{
+  lua_settop(L, 2);
+  luaL_checkudata(L, 1, CL_GRAPH);
+  luaL_argexpected(L, luaL_testudata(L, 2, CL_GRAPH) || luaL_testudata(L, 2, "cuda.GraphBuilder"),
+                   2, "cuda.GraphBuilder or cuda.Graph");
+  cl_push_graph_refs(L);        /* 3: what updates bring in, unless g has one already */
+  Graph *g = check_graph(L, 1);
+  cl_Device *dev = NULL;
+  CUgraph graph = update_source(L, &dev);
+  int usesi = lua_gettop(L);
+  if (dev != g->dev)
+    luaL_argerror(L, 2, "the graph belongs to another device");
+  if (g->green)
+    cl_green_activate(L, g->green);
+  else
+    cl_device_activate(L, g->dev);
+  CUgraphExecUpdateResultInfo info;
+  memset(&info, 0, sizeof info);
+  CUresult r = CL_CALL(cuGraphExecUpdate, (g->exec, graph, &info));
+  if (r != CUDA_SUCCESS)
+    return update_refused(L, r, &info, graph);
+  int hi = 3;
+  if (lua_getiuservalue(L, 1, 4) == LUA_TUSERDATA)
+    hi = lua_gettop(L);
+  else {
+    lua_pushvalue(L, 3);
+    lua_setiuservalue(L, 1, 4);
+  }
+  if (luaL_testudata(L, usesi, CL_GRAPHREFS))
+    cl_graph_refs_add(L, hi, usesi);   /* a capture's */
+  else {
+    lua_getiuservalue(L, usesi, 4);    /* a builder's */
+    cl_graph_refs_add(L, hi, lua_gettop(L));
+  }
   return 0;
 }
 
@@ -418,6 +530,10 @@ static int graph_close(lua_State *L)
     }
     lua_pushnil(L);             /* what its nodes used may go now */
     lua_setiuservalue(L, 1, 2);
+    if (lua_getiuservalue(L, 1, 4) == LUA_TUSERDATA)
+      cl_graph_refs_release(L, lua_gettop(L));   /* and what updates brought in */
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, 4);
   }
   return 0;
 }
@@ -468,7 +584,8 @@ void cl_open_graph(lua_State *L)
     {NULL, NULL}
   };
   static const luaL_Reg methods[] = {
-    {"launch", graph_launch}, {"upload", graph_upload}, {"close", graph_close}, {NULL, NULL}
+    {"launch", graph_launch}, {"upload", graph_upload}, {"update", graph_update},
+    {"close", graph_close}, {NULL, NULL}
   };
   static const luaL_Reg stream_methods[] = {
     {"begin_capture", stream_begin_capture}, {"end_capture", stream_end_capture},

@@ -484,6 +484,15 @@ static int graph_update_kernel(lua_State *L)
   return 0;
 }
 
+CUgraph cl_builder_graph(lua_State *L, int bi, cl_Device **dev)
+{
+  Builder *b = check_builder(L, bi);
+  if (b->parent)
+    luaL_error(L, "a conditional body is updated with the graph that owns it");
+  *dev = b->dev;
+  return b->graph;
+}
+
 /* Once the builder at bi is closed and none of its executables is left,
  * nothing on the GPU uses what its nodes hold: buffers closed meanwhile are
  * freed, object code unloaded, events destroyed, now rather than at

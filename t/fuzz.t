@@ -287,6 +287,21 @@ local actions = {
       add("node", math.random(2) == 1 and b:memset(pick("node"), x, math.random(0, 255)) or b:memcpy(pick("node"), x, pick("buffer") or x)) end end,
   function() local g, k, x = pick("graph"), pick("kernel"), pick("buffer"); if g and k and x then
       g:update_kernel(pick("node"), cuda.LaunchConfig{grid = 1, block = 32}, k, x, cuda.f32(1), cuda.f32(0), cuda.u64(1)) end end,
+  function() local s = pick("stream"); if s then   -- graph memory: freed in the graph, after it, or left
+      local gm = cuda.GraphMemoryResource(dev)
+      s:begin_capture()
+      local b = gm:allocate(math.random(1, 4096), s)
+      b:fill(cuda.u8(3), s)
+      local how = math.random(3)
+      if how == 1 then b:close(s) end
+      add("graph", s:end_capture())
+      -- kept apart from "buffer": its memory exists only while the graph runs,
+      -- and a copy into it outside the graph would fault a real GPU
+      if how == 2 then add("gbuf", b) end end end,
+  function() local b, s = pick("gbuf"), pick("stream"); if b then
+      if math.random(2) == 1 then b:close(s) else b:close() end end end,
+  function() local g, src = pick("graph"), pick(math.random(2) == 1 and "graph" or "builder"); if g and src then
+      g:update(src) end end,
   function() local s, e = pick("stream"), pick("event"); if s and e then
       s:begin_capture(); s:record(e); graph_buffer():fill(cuda.u8(2), s); add("graph", s:end_capture()) end end,
   function() local b = pick("builder"); if b then return b.node_count, tostring(b), b[1] end end,

@@ -97,6 +97,51 @@ built:launch(s)
 s:sync()
 t.ok(dst:view("float32"):allclose(want, 1e-6, 1e-5), "updated kernel node computed (x * 3 + 1) * 2 - 5")
 
+-- whole-graph update: a graph captured again with another kernel argument
+local function capture_axpb(a, bias)
+  s:begin_capture()
+  d:copy_from(src, s)
+  cuda.launch(s, cfg, k, d, cuda.f32(a), cuda.f32(bias), cuda.u64(N))
+  d:copy_to(dst, s)
+  return s:end_capture()
+end
+local ug = capture_axpb(2, 1)
+check_replay(ug, 2, 1, 20, "captured graph before its update")
+ug:update(capture_axpb(-3, 0.25))
+collectgarbage()
+check_replay(ug, -3, 0.25, 21, "g:update took the new kernel argument")
+local topo = cuda.Graph(dev)
+topo:empty()
+t.raises(function() ug:update(topo) end, "refused to update the graph", "an update to another topology is refused with its reason")
+check_replay(ug, -3, 0.25, 22, "a refused update leaves the graph as it was")
+ug:close()
+
+-- graph memory: a captured graph that allocates, computes through the
+-- allocation and frees it, replayed; then one freed after its launch
+local gm = cuda.GraphMemoryResource(dev)
+local function capture_through(free_in_graph)
+  s:begin_capture()
+  local tmp = gm:allocate(N * 4, s)
+  tmp:copy_from(src, s)
+  cuda.launch(s, cfg, k, tmp, cuda.f32(0.5), cuda.f32(2), cuda.u64(N))
+  tmp:copy_to(dst, s)
+  if free_in_graph then tmp:close(s) end
+  return s:end_capture(), tmp
+end
+local mg = capture_through(true)
+check_replay(mg, 0.5, 2, 23, "graph memory allocated and freed in the graph")
+check_replay(mg, 0.5, 2, 24, "and replayed")
+t.ok(dev.graph_mem_reserved > 0, "the device reserved graph memory: " .. dev.graph_mem_reserved)
+mg:close()
+local mg2, tmp2 = capture_through(false)
+check_replay(mg2, 0.5, 2, 25, "graph memory left to free after the graph")
+t.raises(function() mg2:launch(s) end, "runs again only once that memory is freed", "a relaunch with the allocation unfreed is refused")
+tmp2:close(s)
+check_replay(mg2, 0.5, 2, 26, "freed after the launch, the graph runs again")
+tmp2 = select(2, capture_through(false))   -- never launched
+t.raises(function() tmp2:close(s) end, "cuMemFreeAsync", "a free before the graph ran is refused")
+mg2:close()
+
 -- the waiting node: a graph that waits on an event recorded on a stream
 local w = cuda.Graph()
 local gate = dev:create_event()

@@ -68,7 +68,7 @@ size_t fake_allocated_bytes(void);
 /* Work issued to a stream: run at once, or recorded while it captures.
  * A graph's items also carry their node's id (graph.c). */
 enum fake_WorkKind { WORK_KERNEL, WORK_MEMCPY, WORK_MEMSET, WORK_EVENT, WORK_NOP, WORK_HOST,
-                     WORK_CHILD, WORK_COND };
+                     WORK_CHILD, WORK_COND, WORK_MEMALLOC, WORK_MEMFREE };
 struct fake_Work {
   enum fake_WorkKind kind;
   unsigned long long node;
@@ -78,6 +78,7 @@ struct fake_Work {
     struct { void *dst; unsigned value; unsigned elem; size_t count; } memset;
     struct { CUevent ev; } event;
     struct { CUhostFn fn; void *data; } host;
+    struct { struct fake_GraphAlloc *a; } gmem;   /* graph memory (graphmem.c) */
     struct { CUgraph graph; } child;   /* the graph's own copy */
     struct { CUgraph *bodies; unsigned size; CUgraphConditionalNodeType type;
              unsigned long long value; } cond;
@@ -108,6 +109,15 @@ int fake_stream_valid(CUstream s);
 int fake_stream_capturing(CUstream s);
 int fake_event_valid(CUevent ev);
 CUresult fake_stream_create(CUstream *s, unsigned flags);
+
+/* graphmem.c: graph memory. An allocation made in a capture is a node;
+ * its memory exists from then on (the fake's address space is the host's)
+ * but is usable only between a launch of its graph and its free. */
+struct fake_GraphAlloc;
+CUgraph fake_stream_capture(CUstream s);
+int fake_graph_mem_owns(CUdeviceptr p);
+CUresult fake_graph_mem_free(CUdeviceptr p, CUstream s);
+CUresult fake_graph_mem_launch(const struct CUgraph_st *exec);
 
 /* graph.c */
 CUresult fake_graph_new(CUgraph *g);

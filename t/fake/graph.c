@@ -385,6 +385,9 @@ CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream s)
   FAKE_ENTER(cuGraphLaunch);
   if (!exec_valid(exec) || !fake_stream_valid(s))
     return CUDA_ERROR_INVALID_HANDLE;
+  CUresult m = fake_graph_mem_launch(&exec->g);
+  if (m != CUDA_SUCCESS)
+    return m;
   for (size_t i = 0; i < exec->g.n; i++) {
     CUresult r = fake_submit(s, &exec->g.work[i]);
     if (r != CUDA_SUCCESS)
@@ -420,6 +423,56 @@ CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
     }
   }
   return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* How the graph g differs from the executable's (both flattened): paired
+ * item by item in order, as the driver pairs nodes by the order they were
+ * added; the reason a real driver gives for the first difference. */
+static CUgraphExecUpdateResult update_check(CUgraphExec exec, CUgraph g,
+                                            CUgraphExecUpdateResultInfo *info)
+{
+  size_t common = exec->g.n < g->n ? exec->g.n : g->n;
+  for (size_t i = 0; i < common; i++) {
+    const struct fake_Work *from = &exec->g.work[i], *to = &g->work[i];
+    int memory = to->kind == WORK_MEMALLOC || to->kind == WORK_MEMFREE;
+    CUgraphExecUpdateResult why = from->kind != to->kind ? CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED
+                                  /* a memory node's allocation is fixed at instantiation */
+                                  : memory && from->u.gmem.a != to->u.gmem.a
+                                  ? CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED
+                                  : CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    if (why != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+      info->errorNode = node_handle(to->node);
+      info->errorFromNode = node_handle(from->node);
+      return why;
+    }
+  }
+  if (exec->g.n == g->n)
+    return CU_GRAPH_EXEC_UPDATE_SUCCESS;
+  if (common < g->n)          /* the first node that has no partner */
+    info->errorNode = node_handle(g->work[common].node);
+  return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+}
+
+/* The executable runs g's parameters from now on; its nodes keep their
+ * handles (cuGraphExecKernelNodeSetParams still takes the original's). */
+CUresult fake_cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResultInfo *info)
+{
+  FAKE_ENTER(cuGraphExecUpdate);
+  if (!exec_valid(exec) || !graph_valid(g) || !info)
+    return CUDA_ERROR_INVALID_VALUE;
+  memset(info, 0, sizeof *info);
+  struct CUgraph_st flat = {.magic = GRAPH_MAGIC};
+  CUresult r = flatten(&flat, g);
+  if (r == CUDA_SUCCESS && (info->result = update_check(exec, &flat, info)) != 0)
+    r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < flat.n; i++) {
+    flat.work[i].node = exec->g.work[i].node;
+    exec->g.work[i] = flat.work[i];
+  }
+  if (r != CUDA_SUCCESS && info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS)
+    info->result = CU_GRAPH_EXEC_UPDATE_ERROR;
+  free(flat.work);
+  return r;
 }
 
 CUresult fake_cuGraphExecDestroy(CUgraphExec exec)

@@ -92,13 +92,13 @@ static void tex_fetch(Param *p)
 {
   size_t bytes = 0, pitch = 0;
   const unsigned char *data = fake_object_data(param_u64(p[0]), 0, &bytes, &pitch);
-  float *out = param_ptr(p[1]);
+  unsigned char *out = (unsigned char *)param_ptr(p[1]);   /* bytes: a fuzzed slice may be unaligned */
   uint64_t w = param_u64(p[2]);
+  const float nan = NAN;
   for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++) {
     size_t at = w ? (size_t)(i / w) * pitch + (size_t)(i % w) * sizeof(float) : SIZE_MAX;
-    out[i] = NAN;
-    if (data && at <= bytes - sizeof(float) && bytes >= sizeof(float))
-      memcpy(&out[i], data + at, sizeof(float));
+    int inside = data && at <= bytes - sizeof(float) && bytes >= sizeof(float);
+    memcpy(out + i * sizeof(float), inside ? data + at : (const unsigned char *)&nan, sizeof(float));
   }
 }
 

@@ -357,6 +357,8 @@ CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s)
   FAKE_ENTER(cuMemFreeAsync);
   if (!fake_stream_valid(s))
     return CUDA_ERROR_INVALID_HANDLE;
+  if (fake_graph_mem_owns(p))
+    return fake_graph_mem_free(p, s);
   return release((void *)(uintptr_t)p, 0);
 }
 

@@ -229,6 +229,8 @@ CUresult fake_cuStreamDestroy(CUstream s)
 
 static int capturing(CUstream s) { return !special_stream(s) && s->capture; }
 
+CUgraph fake_stream_capture(CUstream s) { return capturing(s) ? s->capture : NULL; }
+
 /* Whether g is a capture still going on: an event keeps the capture it was
  * recorded in after that capture ended, and its graph may be gone since. */
 static int capture_live(CUgraph g)
