@@ -584,6 +584,7 @@ int cl_push_closed_name(lua_State *L, const char *tname);
 /* Option tables: idx is an option table or none/nil. Unknown keys and
  * values of the wrong type raise argument errors naming the field. */
 void cl_check_options(lua_State *L, int idx, const char *const known[]);
+const char *cl_push_names(lua_State *L, const char *const names[]);   /* "a, b, c" */
 int cl_opt_boolean(lua_State *L, int idx, const char *field, int def);
 lua_Integer cl_opt_integer(lua_State *L, int idx, const char *field, lua_Integer def);
 /* Pushes the field's string (def, or nil for a NULL def, when absent) and

@@ -95,6 +95,19 @@ int cl_push_closed_name(lua_State *L, const char *tname)
 
 /* --- option tables ------------------------------------------------------ */
 
+/* Push names (NULL-terminated) joined by ", ", for an error's "known: ...". */
+const char *cl_push_names(lua_State *L, const char *const names[])
+{
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int k = 0; names[k]; k++) {
+    luaL_addstring(&b, k ? ", " : "");
+    luaL_addstring(&b, names[k]);
+  }
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
 void cl_check_options(lua_State *L, int idx, const char *const known[])
 {
   if (lua_isnoneornil(L, idx))
@@ -108,13 +121,7 @@ void cl_check_options(lua_State *L, int idx, const char *const known[])
       for (int k = 0; known[k] && !found; k++)
         found = strcmp(lua_tostring(L, -1), known[k]) == 0;
     if (!found) {
-      luaL_Buffer b;
-      luaL_buffinit(L, &b);
-      for (int k = 0; known[k]; k++) {
-        luaL_addstring(&b, k ? ", " : "");
-        luaL_addstring(&b, known[k]);
-      }
-      luaL_pushresult(&b);
+      cl_push_names(L, known);
       const char *key = luaL_tolstring(L, -2, NULL);
       luaL_argerror(L, idx, lua_pushfstring(L, "unknown option '%s' (known: %s)", key,
                                             lua_tostring(L, -2)));

@@ -15,7 +15,6 @@
 
 typedef struct LaunchConfig {
   unsigned grid[3], block[3], cluster[3];   /* grid in blocks: what the driver takes */
-  unsigned clusters[3];                     /* with a cluster, grid as given: in clusters */
   unsigned shmem;
   int has_cluster, cooperative;
 } LaunchConfig;
@@ -83,10 +82,8 @@ static void apply_cluster(lua_State *L, LaunchConfig *c)
                     "over the limit (max_grid_dim[%d] = %I)", axis[k], (lua_Integer)c->grid[k],
                  axis[k], (lua_Integer)c->cluster[k], blocks, k + 1, grid_limit[k]);
   }
-  for (int k = 0; k < 3; k++) {
-    c->clusters[k] = c->grid[k];
+  for (int k = 0; k < 3; k++)
     c->grid[k] *= c->cluster[k];
-  }
 }
 
 static int cuda_launch_config(lua_State *L)
@@ -127,12 +124,21 @@ static void push_dim3(lua_State *L, const unsigned d[3])
   }
 }
 
+/* The grid as the program gave it: in clusters where there is a cluster. */
+static const unsigned *grid_as_given(const LaunchConfig *c, unsigned out[3])
+{
+  for (int k = 0; k < 3; k++)
+    out[k] = c->has_cluster ? c->grid[k] / c->cluster[k] : c->grid[k];
+  return out;
+}
+
 static int config_fields(lua_State *L)
 {
   LaunchConfig *c = luaL_checkudata(L, 1, CL_LAUNCHCONFIG);
+  unsigned given[3];
   const char *key = luaL_checkstring(L, 2);
   if (strcmp(key, "grid") == 0)
-    push_dim3(L, c->has_cluster ? c->clusters : c->grid);
+    push_dim3(L, grid_as_given(c, given));
   else if (strcmp(key, "blocks") == 0)
     push_dim3(L, c->grid);
   else if (strcmp(key, "block") == 0)
@@ -151,15 +157,13 @@ static int config_fields(lua_State *L)
 static int config_tostring(lua_State *L)
 {
   LaunchConfig *c = luaL_checkudata(L, 1, CL_LAUNCHCONFIG);
-  if (c->has_cluster)
-    lua_pushfstring(L, "cuda.LaunchConfig(grid {%d, %d, %d} clusters of {%d, %d, %d}, block {%d, %d, %d}, "
-                    "shmem %d)", (int)c->clusters[0], (int)c->clusters[1], (int)c->clusters[2],
-                    (int)c->cluster[0], (int)c->cluster[1], (int)c->cluster[2], (int)c->block[0],
-                    (int)c->block[1], (int)c->block[2], (int)c->shmem);
-  else
-    lua_pushfstring(L, "cuda.LaunchConfig(grid {%d, %d, %d}, block {%d, %d, %d}, shmem %d)",
-                    (int)c->grid[0], (int)c->grid[1], (int)c->grid[2], (int)c->block[0],
-                    (int)c->block[1], (int)c->block[2], (int)c->shmem);
+  unsigned g[3];
+  grid_as_given(c, g);
+  const char *clusters = c->has_cluster ? lua_pushfstring(L, " clusters of {%d, %d, %d}", (int)c->cluster[0],
+                                                          (int)c->cluster[1], (int)c->cluster[2]) : "";
+  lua_pushfstring(L, "cuda.LaunchConfig(grid {%d, %d, %d}%s, block {%d, %d, %d}, shmem %d)",
+                  (int)g[0], (int)g[1], (int)g[2], clusters, (int)c->block[0], (int)c->block[1],
+                  (int)c->block[2], (int)c->shmem);
   return 1;
 }
 
@@ -474,13 +478,15 @@ static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device 
                 lua_pushfstring(L, "a %d-byte %s", (int)cl_dtype_sizes[sc->type],
                                 sc->pointer ? "cuda.ptr" : cl_dtype_names[sc->type]), size);
     memcpy(slot, sc->v.bytes, 8);
-  } else if ((obj = mt ? cl_object_arg(L, mt, lua_touserdata(L, i), slot, &tname) : 0) != 0) {
+  } else if (pack_view(L, k, i, n, size, d, slot))
+    ;                           /* before the types found by registry lookups: views are common */
+  else if ((obj = mt ? cl_object_arg(L, mt, lua_touserdata(L, i), slot, &tname) : 0) != 0) {
     if (obj < 0 || size != 8)   /* a texture or surface object: its 8-byte handle */
       arg_error(L, k, n, obj < 0 ? "the %s is closed" : "a %s passes 8 bytes (the parameter is %d bytes)",
                 tname, size);
   } else if (mt && (desc = cl_tensormap_arg(L, mt, lua_touserdata(L, i), &tb)) != NULL)
     return pack_tensormap(L, k, n, size, desc, tb, d);
-  else if (!pack_view(L, k, i, n, size, d, slot))
+  else
     arg_error(L, k, n, "got %s; expected a cuda.Buffer, a typed scalar, a number or "
               "a string of the parameter's %d bytes", luaL_typename(L, i), size);
   return slot;

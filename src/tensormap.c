@@ -76,17 +76,9 @@ static int opt_choice(lua_State *L, int idx, const char *field, const char *def,
   int k = 0;
   while (names[k] && strcmp(names[k], s) != 0)
     k++;
-  if (!names[k]) {
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    for (int j = 0; names[j]; j++) {
-      luaL_addstring(&b, j ? ", " : "");
-      luaL_addstring(&b, names[j]);
-    }
-    luaL_pushresult(&b);
+  if (!names[k])
     luaL_argerror(L, idx, lua_pushfstring(L, "field '%s': unknown value '%s' (known: %s)",
-                                          field, s, lua_tostring(L, -1)));
-  }
+                                          field, s, cl_push_names(L, names)));
   lua_pop(L, 1);
   return k;
 }
