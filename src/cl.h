@@ -155,7 +155,10 @@ typedef struct cl_MemoryResource {
   size_t graph_held;            /* live buffers closed for Lua, kept by graphs */
   int close_pending;            /* closed for Lua; destroyed with its last buffer */
   uint64_t peer_mask;           /* devices granted access (peer_accessible_by), bit = ordinal */
-  int ipc_opened;               /* device memory of another process (ipc.c): closed, never allocated */
+  int ipc_opened;               /* another process's memory (ipc.c), allocates nothing: */
+#define CL_IPC_MAPPED 1         /* cuIpcOpenMemHandle's mappings */
+#define CL_IPC_POOL 2           /* an imported pool's pointers (cuMemPoolImportPointer) */
+  int ipc_pool;                 /* a pool other processes can import (DeviceMemoryResource{ipc = true}) */
   void *vmm;                    /* a cuda.VirtualMemoryResource's settings (vmm.c), else NULL */
   int graph_memory;             /* a cuda.GraphMemoryResource (graph_memory.c) */
 } cl_MemoryResource;
@@ -184,7 +187,7 @@ extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
 /* Push the resource that owns device memory opened from another process on
  * the device at devi (cuIpcOpenMemHandle): its buffers close their mapping
  * (cuIpcCloseMemHandle) and it allocates nothing (ipc.c). */
-cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi);
+cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi, int how);
 
 /* --- buffers (buffer.c) -------------------------------------------------- */
 

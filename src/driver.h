@@ -53,6 +53,8 @@
   X(cuStreamIsCapturing)                                                    \
   X(cuMemAlloc) X(cuMemGetAddressRange) X(cuIpcGetMemHandle)                \
   X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuMemcpyBatchAsync)                   \
+  X(cuMemPoolExportToShareableHandle) X(cuMemPoolImportFromShareableHandle) \
+  X(cuMemPoolExportPointer) X(cuMemPoolImportPointer) X(cuMemPoolGetAccess)  \
   X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3DAsync)                   \
   X(cuTexObjectCreate) X(cuTexObjectDestroy)                                \
   X(cuSurfObjectCreate) X(cuSurfObjectDestroy)                              \

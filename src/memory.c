@@ -94,28 +94,36 @@ void cl_push_default_mr(lua_State *L, int devi)
   lua_remove(L, -2);
 }
 
-static CUmemoryPool create_pool(lua_State *L, CUmemLocationType where, int id)
+/* A pool at where/id; exportable: other processes can import it through a
+ * POSIX file descriptor (cuMemPoolExportToShareableHandle). */
+static CUmemoryPool create_pool(lua_State *L, CUmemLocationType where, int id, int exportable)
 {
   CUmemPoolProps props;
   CUmemoryPool pool;
   memset(&props, 0, sizeof props);
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
   props.location.type = where;
   props.location.id = id;
   CL_TRY(L, cuMemPoolCreate, (&pool, &props));
   return pool;
 }
 
-/* cuda.DeviceMemoryResource(dev [, {release_threshold = n, pool = true}]):
- * a new pool; pool = false: plain cuMemAlloc allocations, which other
- * processes can map (CUDA IPC: cuda.mpi sends them without staging). */
+/* cuda.DeviceMemoryResource(dev [, {release_threshold = n, pool = true,
+ * ipc = false}]): a new pool; pool = false: plain cuMemAlloc allocations,
+ * which other processes can map (cuIpcGetMemHandle); ipc = true: a pool
+ * other processes can import (ipc.c), so cuda.mpi sends its buffers
+ * without staging. */
 static int cuda_device_mr(lua_State *L)
 {
-  static const char *const options[] = {"release_threshold", "pool", NULL};
+  static const char *const options[] = {"release_threshold", "pool", "ipc", NULL};
   cl_check_options(L, 2, options);
   lua_Integer threshold = cl_opt_integer(L, 2, "release_threshold", 0);
   luaL_argcheck(L, threshold >= 0, 2, "release_threshold must be >= 0");
   int pooled = cl_opt_boolean(L, 2, "pool", 1);
+  int exportable = cl_opt_boolean(L, 2, "ipc", 0);
+  if (exportable && !pooled)
+    luaL_argerror(L, 2, "ipc = true is a pool's option: plain allocations (pool = false) are exported as they are");
   int devi = device_arg(L, 1);
   cl_Device *d = cl_check_device(L, devi);
   cl_MemoryResource *mr = push_mr(L, CL_MR_DEVICE, devi);
@@ -123,8 +131,9 @@ static int cuda_device_mr(lua_State *L)
   if (!pooled)
     return 1;
   mr->closed = 1;  /* until the pool exists */
-  mr->pool = create_pool(L, CU_MEM_LOCATION_TYPE_DEVICE, d->ordinal);
+  mr->pool = create_pool(L, CU_MEM_LOCATION_TYPE_DEVICE, d->ordinal, exportable);
   mr->owns_pool = 1;
+  mr->ipc_pool = exportable;
   mr->closed = 0;
   set_threshold(L, mr->pool, (cuuint64_t)threshold);
   return 1;
@@ -149,7 +158,7 @@ static int cuda_pinned_mr(lua_State *L)
   if (pooled) {
     mr->closed = 1;
     mr->pool = create_pool(L, numa >= 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_HOST,
-                           numa >= 0 ? numa : 0);
+                           numa >= 0 ? numa : 0, 0);
     mr->owns_pool = 1;
     mr->closed = 0;
     CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, d->ordinal},
@@ -406,8 +415,10 @@ static void free_memory(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int st
     release(FREE_VIRTUAL, ctx, p, NULL);
     return;
   }
-  if (mr->ipc_opened)
+  if (mr->ipc_opened == CL_IPC_MAPPED)
     release(CLOSE_IPC, ctx, p, NULL);
+  else if (mr->ipc_opened == CL_IPC_POOL)   /* done before the exporter frees it, as the driver asks */
+    release(FREE_SYNCED, ctx, p, NULL);
   else if (mr->pool && stream_known)
     CL_CALL(cuMemFreeAsync, (p, s));
   else if (mr->pool)
@@ -418,10 +429,10 @@ static void free_memory(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int st
     release(FREE_PINNED, ctx, p, NULL);
 }
 
-cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi)
+cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi, int how)
 {
   cl_MemoryResource *mr = push_mr(L, CL_MR_DEVICE, devi);
-  mr->ipc_opened = 1;
+  mr->ipc_opened = how;
   return mr;
 }
 
@@ -612,6 +623,8 @@ static int mr_fields(lua_State *L)
     lua_getiuservalue(L, 1, 1);
   else if (strcmp(key, "is_pool") == 0)
     lua_pushboolean(L, mr->pool != NULL);
+  else if (strcmp(key, "ipc") == 0)
+    lua_pushboolean(L, mr->ipc_pool);
   else if (strcmp(key, "used") == 0)
     mr->pool ? push_pool_attribute(L, mr, CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
              : lua_pushinteger(L, (lua_Integer)mr->live_bytes);

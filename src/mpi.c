@@ -35,6 +35,7 @@
 #endif
 
 #include "cl.h"
+#include "mpi_fds.h"
 
 #define REQUEST "cuda.mpi.Request"
 #define MAX_DEPTH 64            /* nesting of tables sent as values */
@@ -114,6 +115,7 @@ static void start(lua_State *L)
   if (world.node == NULL)
     luaL_error(L, "cuda.mpi: out of memory");
   MPI_TRY(L, MPI_Allgather, (&leader, 1, MPI_INT, world.node, 1, MPI_INT, world.comm));
+  MPI_TRY(L, mpi_fds_start, (world.comm, world.rank, world.size));
   int *ub = NULL, found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
   world.tag_ub = found && ub ? *ub : 32767;
@@ -937,7 +939,8 @@ int luaopen_cuda_mpi_core(lua_State *L)
     {"wire_isend", mpi_wire_isend}, {"wire_irecv", mpi_wire_irecv}, {"poke", mpi_poke},
     {"hold", mpi_hold}, {"is_open", mpi_is_open},
     {"peek", mpi_peek}, {"check_message", mpi_check_message},
-    {"is_buffer", mpi_is_buffer}, {NULL, NULL}
+    {"is_buffer", mpi_is_buffer}, {"send_fd", mpi_fds_send}, {"receive_fd", mpi_fds_receive},
+    {"close_fd", mpi_fds_close}, {NULL, NULL}
   };
   if (luaL_newmetatable(L, REQUEST)) {
     luaL_setfuncs(L, request_meta, 0);

@@ -219,7 +219,7 @@ local function bandwidth_mpi(n, buffers, extra, path, path_pattern)
   end
   t.is(table.concat(names, ","), ("mpi ping-pong B 4096,mpi ping-pong B 1048576,mpi bidirectional B 4096,"
     .. "mpi bidirectional B 1048576"):gsub("B", buffers), what .. ": the JSON holds every exchange, verified")
-  if buffers == "device" then
+  if buffers ~= "host" then
     t.like(out, "the device's own copies at 1 MB: device to device [%d.]+ GB/s, pinned host to device [%d.]+ GB/s",
            what .. ": the device's own rates, measured in the same run")
   end
@@ -228,14 +228,16 @@ end
 bandwidth_mpi(NRANKS, "host")
 if require("cuda").device_count() > 0 then
   bandwidth_mpi(2, "device")   -- two ranks on one GPU exchange device buffers
+  bandwidth_mpi(2, "pool", nil, "ipc")   -- and a shared pool's, through IPC
 else
-  t.skip("no CUDA device: bandwidth --mpi with device buffers", 5)
+  t.skip("no CUDA device: bandwidth --mpi with device and pool buffers", 10)
 end
 if fake_so and io.open(fake_so) then
   bandwidth_mpi(2, "device", under_fake("ipc"), "ipc")
+  bandwidth_mpi(2, "pool", under_fake("ipc"), "ipc")
   bandwidth_mpi(2, "device", under_fake("pinned"), "staged", "[inlestagd]+")   -- 4K inline, 1M staged
 else
-  t.skip("no fake driver: bandwidth --mpi with device buffers, fake", 12)
+  t.skip("no fake driver: bandwidth --mpi with device and pool buffers, fake", 18)
 end
 
 -- A rank that raises an error ends the whole job, with its message.

@@ -19,6 +19,7 @@ local s = dev:create_stream()
 local host = cuda.HostMemoryResource()
 local pool = dev.memory_resource
 local plain = cuda.DeviceMemoryResource(dev, {pool = false})
+local shared = cuda.DeviceMemoryResource(dev, {ipc = true})   -- a pool other processes import
 mpi.chunk_size = 3000
 c.is(mpi.chunk_size, 3000, "chunk_size is settable")
 c.raises(function() mpi.chunk_size = 0 end, "chunk_size must be an integer from 1", "chunk_size: 0 is refused")
@@ -61,8 +62,8 @@ local SIZES = {8, 4096, 100003}
 
 -- Blocking ring, every size, plain (IPC-capable) and pool memory, into
 -- device and host buffers.
-for _, case in ipairs{{"plain", plain, pool}, {"pool", pool, pool}, {"plain->host", plain, host},
-                      {"host->pool", host, pool}} do
+for _, case in ipairs{{"plain", plain, pool}, {"pool", pool, pool}, {"shared pool", shared, pool},
+                      {"plain->host", plain, host}, {"host->pool", host, pool}} do
   local what, from_mr, into_mr = case[1], case[2], case[3]
   for i, size in ipairs(SIZES) do
     local tag = 10 * i
@@ -76,13 +77,13 @@ for _, case in ipairs{{"plain", plain, pool}, {"pool", pool, pool}, {"plain->hos
     c.ok(holds(into, left, tag, size), ("%s %d B: the left neighbour's bytes arrived"):format(what, size))
     local path, why = mpi.path(right)
     local want = size <= 8192 and "inline" or "staged"
-    if from_mr == plain and ipc_mode then want = "ipc" end
+    if (from_mr == plain or from_mr == shared) and ipc_mode then want = "ipc" end
     if from_mr == plain and mode == "refuse" and i == 1 and what == "plain" then want = "staged" end  -- the refused one
     c.is(path, want, ("%s %d B: the path to the right"):format(what, size))
     if from_mr == pool and mode ~= "refuse" then
       c.ok(tostring(why):find(mode == "pinned" and "CUDALUA_MPI_STAGING" or "pool"), what .. ": why not IPC", tostring(why))
     end
-    if from_mr == plain and mode == "refuse" then
+    if (from_mr == plain or from_mr == shared) and mode == "refuse" then
       c.ok(tostring(why):find("refused"), what .. ": the refusal is the reason", tostring(why))
     end
   end
@@ -110,6 +111,30 @@ do
       mpi.recv(into, 0, 500 + k)
       c.ok(holds(into, 0, 500 + k, size), ("IPC cache: buffer %d arrived as it was, not a stale mapping"):format(k))
     end
+  end
+end
+
+-- Pool memory through IPC: two shared pools, each imported once by the
+-- receiver (its descriptor sent once), buffers closed and their memory
+-- reused, each arriving as it is.
+do
+  local size = 40000
+  local second = cuda.DeviceMemoryResource(dev, {ipc = true})
+  if me == 0 then
+    for k = 1, 6 do
+      local b = on_device(k % 2 == 0 and second or shared, 0, 600 + k, size)
+      mpi.send(b, 1, 600 + k)
+      c.is(mpi.path(1), ipc_mode and "ipc" or "staged", ("shared pool message %d: the path"):format(k))
+      b:close()
+    end
+  elseif me == 1 then
+    local into = poisoned(pool, size)
+    for k = 1, 6 do
+      mpi.recv(into, 0, 600 + k)
+      c.ok(holds(into, 0, 600 + k, size), ("shared pools: buffer %d arrived as it was, not a stale mapping"):format(k))
+    end
+    local _, _, pools = mpi.ipc_counts(0)
+    c.is(pools, ipc_mode and 2 or 0, "each shared pool of a peer is imported once")
   end
 end
 

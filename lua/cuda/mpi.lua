@@ -9,10 +9,13 @@
 --
 --   inline  up to INLINE bytes ride in the header message itself;
 --   ipc     a device buffer on the same node (MPI_COMM_TYPE_SHARED) is
---           exported once (cuIpcGetMemHandle: plain allocations, from
---           cuda.DeviceMemoryResource(dev, {pool = false})); the receiver
---           maps it once, keeps the mapping under (sender, export id), and
---           copies device to device on a stream, then acknowledges;
+--           exported once: plain allocations (cuda.DeviceMemoryResource(dev,
+--           {pool = false})) by cuIpcGetMemHandle, pool memory of a pool
+--           made to be shared ({ipc = true}) by cuMemPoolExportPointer, its
+--           pool's descriptor sent once a peer over a Unix socket first
+--           (src/mpi_fds.c); the receiver imports each pool once and maps
+--           each buffer once, keeps the mapping under (sender, export id),
+--           and copies device to device on a stream, then acknowledges;
 --   staged  chunks of chunk_size bytes on cuda.mpi's own communicator;
 --           device memory crosses through a pinned ring per device, peer
 --           and direction (allocated once, grown on demand), so that
@@ -20,7 +23,7 @@
 --           chunks overlap. Host memory is sent and received in place.
 --
 -- A sender falls back to staging when IPC is not possible (another node,
--- pool memory, CUDALUA_MPI_STAGING=pinned) or the receiver's driver refuses
+-- memory of a pool not made to be shared, CUDALUA_MPI_STAGING=pinned) or the receiver's driver refuses
 -- the mapping; mpi.path(peer) says which path the last message with a peer
 -- took, and why not IPC. Each operation is a coroutine, resumed by the
 -- wait or test of its request and by every other wait of this process,
@@ -55,7 +58,7 @@ local SLOTS = 4                 -- chunks in flight through a ring
 local MAX_EXPORTS = 64          -- live exports per peer before the oldest is released
 local DEFAULT_CHUNK = 4 << 20
 local MIN_CHUNK = 256 << 10
-local HDR = "<Bjjjjjjs1s2"      -- kind, size, wire tag, chunk, export id, offset, allocation size, handle, releases
+local HDR = "<Bjjjjjjjs1s2"     -- kind, size, wire tag, chunk, export id, offset, allocation size, pool token, handle, releases
 local K_INLINE, K_STAGED, K_IPC = 1, 2, 3
 local ACK_OK, ACK_REFUSED, ACK_DROPPED = 0, 1, 2
 local USERS, WIRE, COLL = 0, 1, 2   -- core's communicators
@@ -261,6 +264,30 @@ end
 local exports = setmetatable({}, {__mode = "k"})
 local live, next_id, clock = {}, 0, 0
 
+-- Pools made to be shared, sender side: pools[mr] = {token, sent = {[dest] = true}}.
+-- A token names a pool in headers; the receiver imports the pool once,
+-- from the descriptor sent with that token before the first message.
+local pools, next_token = setmetatable({}, {__mode = "k"}), 0
+
+-- The token of mr's pool, its descriptor sent to dest once; or nil, why.
+local function pool_token(mr, dest)
+  local p = pools[mr]
+  if not p then
+    next_token = next_token + 1
+    p = {token = next_token, sent = {}}
+    pools[mr] = p
+  end
+  if not p.sent[dest] then
+    local ok, handle = pcall(mr.ipc_pool_handle, mr)
+    if not ok then return nil, type(handle) == "table" and handle.message or tostring(handle) end
+    local sent, why = core.send_fd(handle.fd, dest, p.token)
+    handle:close()
+    if not sent then return nil, why end
+    p.sent[dest] = true
+  end
+  return p.token
+end
+
 -- Why buf (on device id) cannot go to dest through IPC, or nil and its record.
 local function export_for(buf, id, dest)
   if FORCED then return "CUDALUA_MPI_STAGING=pinned" end
@@ -277,8 +304,14 @@ local function export_for(buf, id, dest)
   if not ok then
     return type(exp) == "table" and exp.message or tostring(exp)
   end
+  local token, why = 0, nil
+  if exp.pool then token, why = pool_token(buf.memory_resource, dest) end
+  if not token then
+    exp:close()
+    return why
+  end
   next_id, clock = next_id + 1, clock + 1
-  rec = {exp = exp, id = next_id, used = clock, device = id}
+  rec = {exp = exp, id = next_id, used = clock, device = id, token = token}
   per = per or {}
   per[dest], exports[buf] = rec, per
   live[dest] = live[dest] or {}
@@ -325,16 +358,36 @@ local function drop_exports(dest, list)
   end
 end
 
--- Receiver side: opened[src][id] = the mapped allocation.
-local opened = {}
+-- Receiver side: opened[src][id] = the mapped allocation;
+-- imported[src][token] = src's pool, imported here.
+local opened, imported = {}, {}
+
+-- The allocation src exported, mapped on device dev: through its pool,
+-- imported once, when it is pool memory (token ~= 0).
+local function open_export(src, token, handle, size, dev)
+  if token == 0 then return cuda.ipc_open(handle, size, dev) end
+  local per = imported[src] or {}
+  imported[src] = per
+  if not per[token] then
+    local fd = core.receive_fd(src, token)
+    if not fd then error("the descriptor of rank " .. src .. "'s pool did not arrive", 0) end
+    local ok, pool = pcall(cuda.ipc_pool_open, fd, dev)
+    core.close_fd(fd)
+    if not ok then error(pool, 0) end
+    per[token] = pool
+  end
+  return cuda.ipc_open(handle, size, per[token])
+end
 
 -- mpi.ipc_counts(peer) -> exports of this rank's buffers that peer still
--- maps, and mappings of peer's buffers this rank holds.
+-- maps, mappings of peer's buffers this rank holds, and peer's pools
+-- imported here.
 function M.ipc_counts(peer)
-  local exported, mapped = 0, 0
+  local exported, mapped, pools_in = 0, 0, 0
   for _ in pairs(live[peer] or NO_RELEASES) do exported = exported + 1 end
   for _ in pairs(opened[peer] or NO_RELEASES) do mapped = mapped + 1 end
-  return exported, mapped
+  for _ in pairs(imported[peer] or NO_RELEASES) do pools_in = pools_in + 1 end
+  return exported, mapped, pools_in
 end
 
 local function chunks_of(size, chunk)
@@ -458,7 +511,7 @@ local function send_op(buf, size, id, dest, tag, comm, whole)
   if rec then
     local list, ids = releases_for(dest, rec)
     local exp = rec.exp
-    core.poke(area, 0, string.pack(HDR, K_IPC, size, wtag, chunk, rec.id, exp.offset, exp.size, exp.handle, ids))
+    core.poke(area, 0, string.pack(HDR, K_IPC, size, wtag, chunk, rec.id, exp.offset, exp.size, rec.token, exp.handle, ids))
     local ack = core.wire_irecv(area, HEADER, 256, dest, wtag + 1, WIRE)
     local hdr = core.wire_isend(area, 0, HEADER, dest, tag, comm)
     await(hdr)
@@ -475,7 +528,7 @@ local function send_op(buf, size, id, dest, tag, comm, whole)
     why = refused[dest]
   else
     local kind = size <= INLINE and K_INLINE or K_STAGED
-    core.poke(area, 0, string.pack(HDR, kind, size, wtag, chunk, 0, 0, 0, "", ""))
+    core.poke(area, 0, string.pack(HDR, kind, size, wtag, chunk, 0, 0, 0, 0, "", ""))
     local total = HEADER
     if kind == K_INLINE and size > 0 then
       local into = area:slice(HEADER, size)
@@ -516,7 +569,7 @@ local function recv_op(dst, room, id, src, tag, comm)
   local _ <close> = core.hold(dst)   -- closing dst meanwhile keeps its memory until the end
   local area = take_area()
   local _, from, got_tag = await(core.wire_irecv(area, 0, HEADER + INLINE, src, tag, comm))
-  local kind, size, wtag, chunk, eid, offset, asize, handle, ids = string.unpack(HDR, core.peek(area, 0, HEADER))
+  local kind, size, wtag, chunk, eid, offset, asize, token, handle, ids = string.unpack(HDR, core.peek(area, 0, HEADER))
   -- device memory is copied through its Buffer, which refuses once closed:
   -- then the message is taken and dropped, as one that does not fit
   local closed = id and not core.is_open(dst)
@@ -548,7 +601,7 @@ local function recv_op(dst, room, id, src, tag, comm)
     local status, reason = ACK_OK, ""
     local mapped = maps[eid]
     if not mapped then
-      local ok, m = pcall(cuda.ipc_open, handle, asize, copier)
+      local ok, m = pcall(open_export, from, token, handle, asize, copier)
       if ok then mapped, maps[eid] = m, m
       else status, reason = ACK_REFUSED, (type(m) == "table" and m.message or tostring(m)):sub(1, 200) end
     end

@@ -9,7 +9,8 @@
 -- each row names the path its messages took (mpi.path). Host buffers are
 -- cuda.HostMemoryResource's, so the host rows need no GPU; device buffers
 -- are plain allocations (cuda.DeviceMemoryResource(dev, {pool = false})),
--- which IPC can map. With device buffers, rank 0 also times the device's
+-- pool buffers those of a pool made to be shared ({ipc = true}): IPC maps
+-- both kinds. With device buffers, rank 0 also times the device's
 -- own copies in the same run (device to device, pinned host to device, at
 -- the largest size): the yardsticks of the exchange's rates.
 local cuda = require "cuda"
@@ -21,7 +22,7 @@ local M = {}
 M.TESTS = {"ping-pong", "bidirectional"}
 -- Latency from 8 B to 4 KiB, rate up to 256 MiB.
 M.DEFAULT_SIZES = {8, 64, 512, 4096, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20}
-M.BUFFERS = {"host", "device"}
+M.BUFFERS = {"host", "device", "pool"}
 local TAG = 4242
 local POISON = 0xA5
 
@@ -62,12 +63,13 @@ local function pattern(space, r, bytes)
   return buf
 end
 
--- Send and receive buffers of a kind ("host" or "device"), the send one
--- holding this rank's pattern.
+-- Send and receive buffers of a kind (M.BUFFERS), the send one holding
+-- this rank's pattern.
 local function buffers(space, kind, bytes)
   local mine = pattern(space, space.pair.me, bytes)
   if kind == "host" then return mine, space.host:allocate(bytes) end
-  local send, recv = space.plain:allocate(bytes, space.stream), space.plain:allocate(bytes, space.stream)
+  local mr = kind == "pool" and space.shared or space.plain
+  local send, recv = mr:allocate(bytes, space.stream), mr:allocate(bytes, space.stream)
   send:copy_from(mine, space.stream)
   space.stream:sync()
   mine:close()
@@ -86,7 +88,7 @@ local function arrived(space, kind, test, recv)
   local from = (test == "ping-pong") and 0 or space.pair.peer
   local want <close> = pattern(space, from, recv.size)
   local got = recv
-  if kind == "device" then
+  if kind ~= "host" then
     got = space.host:allocate(recv.size)   -- collected with the rest
     recv:copy_to(got, space.stream)
     space.stream:sync()
@@ -134,6 +136,7 @@ function M.exchange(mpi, opts)
   if mpi.rank > 1 then mpi.barrier() return rows end
   local space = {pair = {me = mpi.rank, peer = 1 - mpi.rank}, host = cuda.HostMemoryResource(), dev = opts.device,
                  plain = opts.device and cuda.DeviceMemoryResource(opts.device, {pool = false}),
+                 shared = opts.device and cuda.DeviceMemoryResource(opts.device, {ipc = true}),
                  stream = opts.device and opts.device:create_stream(), seed = opts.seed or os.time(),
                  runs = opts.runs or 10, warmup = opts.warmup or 3}
   space.token = space.host:allocate(1)
@@ -189,7 +192,8 @@ end
 function M.options(parser)
   parser:flag("--mpi", "Instead of the copy sweep: ping-pong and bidirectional exchanges between ranks 0 and 1 " ..
     "under mpirun or srun, every size verified.")
-  parser:option("--mpi-buffers", "With --mpi: host, device or both (host needs no GPU).", "host,device")
+  parser:option("--mpi-buffers", "With --mpi: any of host, device (plain allocations) and pool (a shared pool's); " ..
+    "host needs no GPU.", "host,device,pool")
     :convert(require("cuda.bandwidth").word_list(M.BUFFERS))
 end
 
@@ -203,7 +207,7 @@ function M.run(args)
   local results = require "cuda.results"
   local kinds = args.mpi_buffers or M.BUFFERS
   local dev = nil
-  for _, kind in ipairs(kinds) do if kind == "device" then dev = cuda.Device(args.device) end end
+  for _, kind in ipairs(kinds) do if kind ~= "host" then dev = cuda.Device(args.device) end end
   if dev then dev:set_current() end
   local rows = M.exchange(mpi, {sizes = args.sizes or default_sizes, buffers = kinds, runs = args.runs,
                                 warmup = args.warmup, device = dev, seed = os.time() % 100000})

@@ -12,7 +12,14 @@
  * allocation's address and descriptor number come back for the next one of
  * its size, as a GPU reuses addresses: whoever caches a mapping by address
  * sees the old memory. FAKECUDA_IPC=refuse makes cuIpcOpenMemHandle fail
- * (CUDA_ERROR_NOT_SUPPORTED), as a driver without IPC does. */
+ * (CUDA_ERROR_NOT_SUPPORTED), as a driver without IPC does.
+ *
+ * A pool made with POSIX file-descriptor handles allocates memfds the same
+ * way. Its shareable handle is a memfd holding the exporter's pid and the
+ * pool's identity; a pointer's export data names the pool, the pid, the
+ * allocation's descriptor and size. cuMemPoolImportPointer maps it only
+ * through a pool imported from that same pool's handle, as the driver
+ * refuses a pointer of another pool. */
 #define _GNU_SOURCE   /* memfd_create */
 #include <fcntl.h>
 #include <stdint.h>
@@ -26,6 +33,10 @@
 
 struct CUmemPoolHandle_st {
   int is_default;
+  int exportable;          /* made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
+  int imported_pid;        /* imported: the exporter's pid and its pool, else 0 */
+  unsigned access;         /* devices granted access (cuMemPoolSetAccess), bit = ordinal */
+  uint64_t imported_id;
   cuuint64_t threshold, used, used_high, reserved, reserved_high;
 };
 
@@ -122,11 +133,10 @@ static CUresult track_mapping(void **out, int fd, size_t n, int opened)
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t n)
+/* n bytes of a memfd mapped shared: memory another process can map. */
+static CUresult alloc_memfd(void **p, size_t n)
 {
-  FAKE_ENTER(cuMemAlloc);
-  void *p = NULL;
-  if (!dptr || n == 0)
+  if (n == 0)
     return CUDA_ERROR_INVALID_VALUE;
   int fd = memfd_create("fakecuda", MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, (off_t)n) != 0) {
@@ -134,10 +144,20 @@ CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t n)
       close(fd);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  CUresult r = track_mapping(&p, fd, n, 0);
+  CUresult r = track_mapping(p, fd, n, 0);
   if (r != CUDA_SUCCESS)
     close(fd);
-  else
+  return r;
+}
+
+CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t n)
+{
+  FAKE_ENTER(cuMemAlloc);
+  void *p = NULL;
+  if (!dptr)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = alloc_memfd(&p, n);
+  if (r == CUDA_SUCCESS)
     *dptr = (CUdeviceptr)(uintptr_t)p;
   return r;
 }
@@ -170,7 +190,7 @@ CUresult fake_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr)
 {
   FAKE_ENTER(cuIpcGetMemHandle);
   struct Allocation *a = containing(ptr);
-  if (!handle || !a || (uintptr_t)a->p != ptr || a->fd < 0)
+  if (!handle || !a || (uintptr_t)a->p != ptr || a->fd < 0 || a->pool)
     return CUDA_ERROR_INVALID_VALUE;   /* pool, managed or opened memory, or not a base */
   struct fake_IpcHandle h = {"fakeipc", (int)getpid(), a->fd, a->size};
   memset(handle, 0, sizeof *handle);
@@ -254,9 +274,13 @@ CUresult fake_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
   if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
       (props->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && props->location.id != 0))
     return CUDA_ERROR_INVALID_VALUE;   /* one host NUMA node: 0 */
+  if (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+      props->handleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return CUDA_ERROR_NOT_SUPPORTED;
   *pool = calloc(1, sizeof **pool);
   if (!*pool)
     return CUDA_ERROR_OUT_OF_MEMORY;
+  (*pool)->exportable = props->handleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   fake_keep(*pool);
   fake_live[FAKE_POOL]++;
   return CUDA_SUCCESS;
@@ -324,7 +348,25 @@ CUresult fake_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, 
     if (map[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
         map[i].location.id >= fake_device_count())
       return CUDA_ERROR_INVALID_DEVICE;
-  return pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (!pool)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; i++)
+    if (map[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE && map[i].location.id < 32)
+      pool->access |= 1u << map[i].location.id;
+  return CUDA_SUCCESS;
+}
+
+/* An imported pool is accessible from its own device (the fake's device
+ * 0) and those granted; every other pool from every device. */
+CUresult fake_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *where)
+{
+  FAKE_ENTER(cuMemPoolGetAccess);
+  if (!flags || !pool || !where || where->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      where->id < 0 || where->id >= fake_device_count())
+    return CUDA_ERROR_INVALID_VALUE;
+  int granted = where->id == 0 || (where->id < 32 && (pool->access >> where->id & 1));
+  *flags = !pool->imported_pid || granted ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
@@ -342,9 +384,11 @@ CUresult fake_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, CUmemoryPool 
 {
   FAKE_ENTER(cuMemAllocFromPoolAsync);
   void *p = NULL;
-  if (!pool || !fake_stream_valid(s))
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = track(&p, n, pool, 0);
+  if (!pool || !fake_stream_valid(s) || pool->imported_pid)
+    return CUDA_ERROR_INVALID_VALUE;   /* imported pools allocate nothing */
+  CUresult r = pool->exportable ? alloc_memfd(&p, n) : track(&p, n, pool, 0);
+  if (r == CUDA_SUCCESS && pool->exportable)
+    containing((CUdeviceptr)(uintptr_t)p)->pool = pool;
   if (r == CUDA_SUCCESS) {
     pool_grow(pool, n);
     *dptr = (CUdeviceptr)(uintptr_t)p;
@@ -519,5 +563,90 @@ CUresult fake_cuMemAdvise(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLoc
   (void)p; (void)n; (void)advice;
   if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id >= fake_device_count())
     return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;
+}
+
+/* --- pools shared between processes ------------------------------------------ */
+
+struct fake_PoolHandle { char tag[8]; int pid; uint64_t pool; };
+struct fake_PoolPointer { char tag[8]; int pid, fd; uint64_t pool; size_t size; };
+
+CUresult fake_cuMemPoolExportToShareableHandle(void *handle, CUmemoryPool pool,
+                                               CUmemAllocationHandleType type, unsigned long long flags)
+{
+  FAKE_ENTER(cuMemPoolExportToShareableHandle);
+  if (!handle || !pool || flags != 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !pool->exportable)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct fake_PoolHandle h = {"fakepol", (int)getpid(), (uint64_t)(uintptr_t)pool};
+  int fd = memfd_create("fakecuda-pool", MFD_CLOEXEC);
+  if (fd < 0 || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+    if (fd >= 0)
+      close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *(int *)handle = fd;
+  return CUDA_SUCCESS;
+}
+
+/* The descriptor stays the caller's, as with the driver. */
+CUresult fake_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *handle,
+                                                 CUmemAllocationHandleType type, unsigned long long flags)
+{
+  FAKE_ENTER(cuMemPoolImportFromShareableHandle);
+  struct fake_PoolHandle h;
+  int fd = (int)(intptr_t)handle;
+  if (!pool || flags != 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+      pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h.tag, "fakepol", 8) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (h.pid == (int)getpid())
+    return CUDA_ERROR_INVALID_VALUE;   /* a process does not import its own pools */
+  *pool = calloc(1, sizeof **pool);
+  if (!*pool)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  (*pool)->imported_pid = h.pid;
+  (*pool)->imported_id = h.pool;
+  fake_keep(*pool);
+  fake_live[FAKE_POOL]++;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdeviceptr ptr)
+{
+  FAKE_ENTER(cuMemPoolExportPointer);
+  struct Allocation *a = containing(ptr);
+  if (!data || !a || (uintptr_t)a->p != ptr || !a->pool || !a->pool->exportable)
+    return CUDA_ERROR_INVALID_VALUE;   /* not the start of an exportable pool's allocation */
+  struct fake_PoolPointer e = {"fakeptr", (int)getpid(), a->fd, (uint64_t)(uintptr_t)a->pool, a->size};
+  memset(data, 0, sizeof *data);
+  memcpy(data, &e, sizeof e);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemPoolImportPointer(CUdeviceptr *dptr, CUmemoryPool pool, CUmemPoolPtrExportData *data)
+{
+  FAKE_ENTER(cuMemPoolImportPointer);
+  struct fake_PoolPointer e;
+  const char *mode = getenv("FAKECUDA_IPC");
+  if (!dptr || !pool || !data)
+    return CUDA_ERROR_INVALID_VALUE;
+  memcpy(&e, data, sizeof e);
+  if (memcmp(e.tag, "fakeptr", 8) != 0 || e.pid != pool->imported_pid || e.pool != pool->imported_id)
+    return CUDA_ERROR_INVALID_VALUE;   /* not a pointer of the pool imported here */
+  if (mode && strcmp(mode, "refuse") == 0)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", e.pid, e.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return CUDA_ERROR_INVALID_HANDLE;
+  void *p = NULL;
+  CUresult r = track_mapping(&p, fd, e.size, 0);   /* cuMemFree unmaps it and closes fd */
+  if (r != CUDA_SUCCESS) {
+    close(fd);
+    return r;
+  }
+  containing((CUdeviceptr)(uintptr_t)p)->pool = pool;
+  pool_grow(pool, e.size);
+  *dptr = (CUdeviceptr)(uintptr_t)p;
   return CUDA_SUCCESS;
 }
