@@ -78,7 +78,7 @@ local RECEIVERS = {
   ["cuda.LaunchConfig"] = "cfg", ["cuda.Scalar"] = "scalar", ["cuda.Graph"] = "g",
   ["cuda.GraphBuilder"] = "b", ["cuda.ProgramCache"] = "pc", ["cuda.Linker"] = "linker",
   ["cuda.SMResource"] = "sm", ["cuda.Context"] = "ctx", ["cuda.mpi.Request"] = "req",
-  ["cuda.IpcExport"] = "exp", ["cuda.GraphMemoryResource"] = "gm",
+  ["cuda.IpcExport"] = "exp", ["cuda.IpcPoolHandle"] = "h", ["cuda.GraphMemoryResource"] = "gm",
   ["cuda.Array"] = "arr", ["cuda.TextureObject"] = "tex", ["cuda.SurfaceObject"] = "surf",
   ["cuda.TensorMap"] = "tm",
 }

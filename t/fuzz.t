@@ -308,6 +308,16 @@ local actions = {
   function() local g = pick("graph"); if g then return g.node_count, tostring(g), g[1] end end,
   function() if fakecuda then
       local names = fakecuda.names(); fakecuda.fail(names[math.random(#names)], math.random(1, 5)) end end,
+  -- pools made to be shared: their handles (refused but for those pools),
+  -- fields, closes; imports of this process's own (the fake refuses them;
+  -- a GPU's driver might hand the same pool back, so only the fake's), and
+  -- opening exports through any resource (refused: none is imported)
+  function() add("mr", cuda.DeviceMemoryResource(dev, {ipc = true, release_threshold = math.random(0, 1 << 20)})) end,
+  function() local mr = pick("mr"); if mr then add("phandle", mr:ipc_pool_handle()) end end,
+  function() local h = pick("phandle"); if h then
+      if math.random(2) == 1 then h:close() else return h.fd, tostring(h) end end end,
+  function() local h = pick("phandle"); if h and fakecuda then add("mr", cuda.ipc_pool_open(h.fd, any())) end end,
+  function() local e, mr = pick("export"), pick("mr"); if e then add("buffer", cuda.ipc_open(e.handle, any(), mr)) end end,
 }
 
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro
