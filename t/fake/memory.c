@@ -183,6 +183,21 @@ CUresult fake_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr 
   return CUDA_SUCCESS;
 }
 
+/* FAKECUDA_IPC=refuse: a driver without IPC. */
+static int ipc_refused(void)
+{
+  const char *mode = getenv("FAKECUDA_IPC");
+  return mode && strcmp(mode, "refuse") == 0;
+}
+
+/* Another descriptor of the memfd another process exported. */
+static int open_exported(int pid, int fd)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+  return open(path, O_RDWR | O_CLOEXEC);
+}
+
 /* The handle's bytes: a tag, then the exporter's pid, descriptor and size. */
 struct fake_IpcHandle { char tag[8]; int pid, fd; size_t size; };
 
@@ -202,17 +217,14 @@ CUresult fake_cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsig
 {
   FAKE_ENTER(cuIpcOpenMemHandle);
   struct fake_IpcHandle h;
-  const char *mode = getenv("FAKECUDA_IPC");
   memcpy(&h, &handle, sizeof h);
   if (!dptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS || memcmp(h.tag, "fakeipc", 8) != 0)
     return CUDA_ERROR_INVALID_VALUE;
-  if (mode && strcmp(mode, "refuse") == 0)
+  if (ipc_refused())
     return CUDA_ERROR_NOT_SUPPORTED;
   if (h.pid == (int)getpid())
     return CUDA_ERROR_INVALID_CONTEXT;   /* a process cannot open its own handles */
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/fd/%d", h.pid, h.fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
+  int fd = open_exported(h.pid, h.fd);
   if (fd < 0)
     return CUDA_ERROR_INVALID_HANDLE;
   void *p = NULL;
@@ -626,17 +638,14 @@ CUresult fake_cuMemPoolImportPointer(CUdeviceptr *dptr, CUmemoryPool pool, CUmem
 {
   FAKE_ENTER(cuMemPoolImportPointer);
   struct fake_PoolPointer e;
-  const char *mode = getenv("FAKECUDA_IPC");
   if (!dptr || !pool || !data)
     return CUDA_ERROR_INVALID_VALUE;
   memcpy(&e, data, sizeof e);
   if (memcmp(e.tag, "fakeptr", 8) != 0 || e.pid != pool->imported_pid || e.pool != pool->imported_id)
     return CUDA_ERROR_INVALID_VALUE;   /* not a pointer of the pool imported here */
-  if (mode && strcmp(mode, "refuse") == 0)
+  if (ipc_refused())
     return CUDA_ERROR_NOT_SUPPORTED;
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/fd/%d", e.pid, e.fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
+  int fd = open_exported(e.pid, e.fd);
   if (fd < 0)
     return CUDA_ERROR_INVALID_HANDLE;
   void *p = NULL;
