@@ -159,6 +159,7 @@ typedef struct cl_MemoryResource {
 #define CL_IPC_MAPPED 1         /* cuIpcOpenMemHandle's mappings */
 #define CL_IPC_POOL 2           /* an imported pool's pointers (cuMemPoolImportPointer) */
   int ipc_pool;                 /* a pool other processes can import (DeviceMemoryResource{ipc = true}) */
+  int pool_shared;              /* its handle exported once: the driver exports pointers only then */
   void *vmm;                    /* a cuda.VirtualMemoryResource's settings (vmm.c), else NULL */
   int graph_memory;             /* a cuda.GraphMemoryResource (graph_memory.c) */
 } cl_MemoryResource;
@@ -188,6 +189,9 @@ extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
  * the device at devi (cuIpcOpenMemHandle): its buffers close their mapping
  * (cuIpcCloseMemHandle) and it allocates nothing (ipc.c). */
 cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi, int how);
+/* A shared pool is destroyed: its exported descriptors are no longer this
+ * process's (ipc.c). */
+void cl_forget_pool_exports(CUmemoryPool pool);
 
 /* --- buffers (buffer.c) -------------------------------------------------- */
 

@@ -20,7 +20,9 @@
  * behaviour, so an export holds its buffer the way a graph does
  * (graph_refs): buf:close() then closes it for Lua, and its memory goes
  * back with exp:close(), once the other process has closed its mapping. */
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cl.h"
@@ -44,6 +46,64 @@ typedef struct IpcPoolHandle {
   int closed;
   int fd;
 } IpcPoolHandle;
+
+/* --- this process's shared pools, known by their descriptors ------------------
+ *
+ * A pool handle is a file; a descriptor of it received from another
+ * process refers to the same file. Importing a pool of this very process
+ * would give a resource that destroys the pool its owner still uses (the
+ * driver may hand the same pool back), so cuda.ipc_pool_open refuses a
+ * descriptor of a file this process exported. */
+typedef struct OwnPool {
+  struct OwnPool *next;
+  CUmemoryPool pool;
+  dev_t dev;
+  ino_t ino;
+} OwnPool;
+
+static OwnPool *own_pools;
+
+static void remember_export(CUmemoryPool pool, int fd)
+{
+  struct stat st;
+  OwnPool *o = fstat(fd, &st) == 0 ? malloc(sizeof *o) : NULL;
+  if (o == NULL)
+    return;                     /* unknown, so not refused: the driver decides */
+  *o = (OwnPool){own_pools, pool, st.st_dev, st.st_ino};
+  own_pools = o;
+}
+
+static int is_own_export(int fd)
+{
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return 0;
+  for (OwnPool *o = own_pools; o; o = o->next)
+    if (o->dev == st.st_dev && o->ino == st.st_ino)
+      return 1;
+  return 0;
+}
+
+void cl_forget_pool_exports(CUmemoryPool pool)
+{
+  for (OwnPool **o = &own_pools; *o;)
+    if ((*o)->pool == pool) {
+      OwnPool *gone = *o;
+      *o = gone->next;
+      free(gone);
+    } else
+      o = &(*o)->next;
+}
+
+/* A new descriptor of mr's pool (raises). */
+static int export_pool(lua_State *L, cl_MemoryResource *mr)
+{
+  int fd = -1;
+  CL_TRY(L, cuMemPoolExportToShareableHandle, (&fd, mr->pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  remember_export(mr->pool, fd);
+  mr->pool_shared = 1;
+  return fd;
+}
 
 /* Why buf's memory cannot be exported, or NULL. */
 static const char *not_exportable(const cl_Buffer *b)
@@ -77,6 +137,8 @@ static int buffer_ipc_export(lua_State *L)
   CUdeviceptr base = owner->ptr;
   size_t size = owner->size;
   if (b->mr->pool) {
+    if (!b->mr->pool_shared)    /* a pointer exports only from a pool already shared */
+      close(export_pool(L, b->mr));
     CL_TRY(L, cuMemPoolExportPointer, ((CUmemPoolPtrExportData *)e->handle, base));
     e->pool = 1;
   } else {
@@ -199,9 +261,7 @@ static int mr_ipc_pool_handle(lua_State *L)
     return cl_raise_detail(L, CUDA_ERROR_NOT_SUPPORTED, "cuMemPoolExportToShareableHandle",
                            "only a pool made to be shared has a handle: cuda.DeviceMemoryResource(dev, {ipc = true})");
   cl_device_activate(L, mr->dev);
-  int fd = -1;
-  CL_TRY(L, cuMemPoolExportToShareableHandle, (&fd, mr->pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-  h->fd = fd;
+  h->fd = export_pool(L, mr);
   h->closed = 0;
   return 1;
 }
@@ -243,6 +303,8 @@ static int pool_handle_tostring(lua_State *L)
 static int cuda_ipc_pool_open(lua_State *L)
 {
   int fd = (int)cl_check_integer_range(L, 1, 0, INT32_MAX, "file descriptor");
+  if (is_own_export(fd))
+    return luaL_argerror(L, 1, "a pool of this process: only another process imports it");
   lua_settop(L, 2);
   push_device_arg(L, 2);
   cl_MemoryResource *mr = cl_push_ipc_mr(L, 3, CL_IPC_POOL);

@@ -392,6 +392,8 @@ void cl_array_release(CUcontext ctx, CUarray array)
 /* A closed resource's pool is destroyed once no buffer needs it. */
 static void destroy_pool(cl_MemoryResource *mr)
 {
+  if (mr->ipc_pool)
+    cl_forget_pool_exports(mr->pool);
   if (mr->owns_pool)
     release(DESTROY_POOL, mr->dev ? mr->dev->ctx : NULL, 0, mr->pool);
   mr->pool = NULL;

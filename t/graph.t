@@ -170,6 +170,9 @@ b:close()
 b:close()
 t.raises(function() b:empty() end, "cuda%.GraphBuilder is closed", "a closed builder")
 t.raises(function() return tostring(built) end, "GraphBuilder of this graph is closed", "node count after the builder closed")
+v:random(-100, 100, seed + 27)   -- the rounds since changed v and want
+want:copy(v); want:mul(3); want:add(1); want:mul(2); want:add(-5)
+dst:fill(0xFF)
 built:launch(s)   -- the executable outlives its builder
 s:sync()
 t.ok(dst:view("float32"):allclose(want, 1e-6, 1e-5), "the executable runs after its builder closed")

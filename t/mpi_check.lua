@@ -8,7 +8,7 @@ function M.open(dir, script, rank)
   f:setvbuf("line")
   local c = {}
   function c.ok(cond, name, detail)
-    f:write(cond and "ok" or "not ok", "\t", name, "\t", cond and "" or (detail or ""):gsub("[\t\n]", " "), "\n")
+    f:write(cond and "ok" or "not ok", "\t", name, "\t", cond and "" or tostring(detail or ""):gsub("[\t\n]", " "), "\n")
     return cond
   end
   function c.is(got, want, name)

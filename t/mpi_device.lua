@@ -214,9 +214,14 @@ if me < 2 and n >= 2 then
     end
     local spins = 0
     while not reqs[3]:test() do spins = spins + 1 end
-    local ok = true
-    for k = 1, 3 do ok = ok and select(1, reqs[k]:test()) == true and holds(boxes[k], 0, 900 + k) end
-    c.ok(ok, "three staged messages through one ring, the last request tested alone", spins)
+    local states = {}
+    for k = 1, 3 do
+      states[k] = ("message %d: done %s, bytes %s"):format(k, tostring(select(1, reqs[k]:test()) == true),
+                                                           holds(boxes[k], 0, 900 + k) and "right" or "WRONG")
+    end
+    local ok = not table.concat(states, " "):find("done false") and not table.concat(states):find("WRONG")
+    c.ok(ok, "three staged messages through one ring, the last request tested alone",
+         spins .. " spins; " .. table.concat(states, "; "))
   end
 end
 

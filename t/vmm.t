@@ -67,9 +67,12 @@ local free0 = dev:memory_info()
 buf:close()                     -- unmapped, released and its ranges freed at once
 blocker:close()
 local free1 = dev:memory_info()
--- TODO: on the H200 (driver 580) this read 94 MiB back of 96 + the
--- blocker's: a granule unaccounted for, not found yet
-t.ok(free1 - free0 >= 96 * MiB, ("closing gives the memory back (%d MiB) # TODO 2 MiB short on the H200, not found yet"):format((free1 - free0) // MiB))
+-- The device's free memory is the whole device's: under make check -j the
+-- other tests allocate and free meanwhile (the H200 read 94, then 81 MiB
+-- back here), so it is only a diagnostic. Every release is counted
+-- exactly under the fake driver (t/vmm_fake.t); here the resource's own.
+t.diag(("the device's free memory rose by %d MiB (other processes count too)"):format((free1 - free0) // MiB))
+t.is(vmr.used, 0, "closing gives every byte back to the resource")
 
 -- a pinned pool on the host NUMA node nearest the device
 local node = dev.host_numa_id

@@ -264,6 +264,12 @@ end
 local exports = setmetatable({}, {__mode = "k"})
 local live, next_id, clock = {}, 0, 0
 
+-- An error's words for mpi.path: a cuda.Error's call and message.
+local function reason(err)
+  if type(err) ~= "table" then return tostring(err) end
+  return (err.api and err.api .. ": " or "") .. tostring(err.message)
+end
+
 -- Pools made to be shared, sender side: pools[mr] = {token, sent = {[dest] = true}}.
 -- A token names a pool in headers; the receiver imports the pool once,
 -- from the descriptor sent with that token before the first message.
@@ -279,7 +285,7 @@ local function pool_token(mr, dest)
   end
   if not p.sent[dest] then
     local ok, handle = pcall(mr.ipc_pool_handle, mr)
-    if not ok then return nil, type(handle) == "table" and handle.message or tostring(handle) end
+    if not ok then return nil, reason(handle) end
     local sent, why = core.send_fd(handle.fd, dest, p.token)
     handle:close()
     if not sent then return nil, why end
@@ -300,16 +306,14 @@ local function export_for(buf, id, dest)
     rec.used = clock
     return nil, rec
   end
-  local ok, exp = pcall(buf.ipc_export, buf)
-  if not ok then
-    return type(exp) == "table" and exp.message or tostring(exp)
-  end
   local token, why = 0, nil
-  if exp.pool then token, why = pool_token(buf.memory_resource, dest) end
-  if not token then
-    exp:close()
-    return why
+  local mr = buf.memory_resource
+  if mr.ipc then   -- the pool's descriptor first: its pointers export only from a shared pool
+    token, why = pool_token(mr, dest)
+    if not token then return why end
   end
+  local ok, exp = pcall(buf.ipc_export, buf)
+  if not ok then return reason(exp) end
   next_id, clock = next_id + 1, clock + 1
   rec = {exp = exp, id = next_id, used = clock, device = id, token = token}
   per = per or {}
@@ -516,7 +520,7 @@ local function send_op(buf, size, id, dest, tag, comm, whole)
     local hdr = core.wire_isend(area, 0, HEADER, dest, tag, comm)
     await(hdr)
     await(ack)
-    local status, reason = string.unpack("<Bs1", core.peek(area, HEADER, 256))
+    local status, refusal = string.unpack("<Bs1", core.peek(area, HEADER, 256))
     drop_exports(dest, list)
     if status == ACK_REFUSED then drop_exports(dest, {rec}) exports[buf][dest] = nil end
     if status ~= ACK_REFUSED then
@@ -524,7 +528,7 @@ local function send_op(buf, size, id, dest, tag, comm, whole)
       note_path(dest, "ipc")
       return size, dest, tag
     end
-    refused[dest] = "the peer's driver refused the mapping: " .. reason
+    refused[dest] = "the peer's driver refused the mapping: " .. refusal
     why = refused[dest]
   else
     local kind = size <= INLINE and K_INLINE or K_STAGED
@@ -598,12 +602,12 @@ local function recv_op(dst, room, id, src, tag, comm)
       if maps[gone] then maps[gone]:close() maps[gone] = nil end
     end
     local copier = id or own_device()
-    local status, reason = ACK_OK, ""
+    local status, refusal = ACK_OK, ""
     local mapped = maps[eid]
     if not mapped then
       local ok, m = pcall(open_export, from, token, handle, asize, copier)
       if ok then mapped, maps[eid] = m, m
-      else status, reason = ACK_REFUSED, (type(m) == "table" and m.message or tostring(m)):sub(1, 200) end
+      else status, refusal = ACK_REFUSED, reason(m):sub(1, 200) end
     end
     if status == ACK_OK and fits then
       local s = stream_for(copier)
@@ -612,7 +616,7 @@ local function recv_op(dst, room, id, src, tag, comm)
     elseif status == ACK_OK then
       status = ACK_DROPPED
     end
-    core.poke(area, HEADER, string.pack("<Bs1", status, reason))
+    core.poke(area, HEADER, string.pack("<Bs1", status, refusal))
     await(core.wire_isend(area, HEADER, 256, from, wtag + 1, WIRE))
     give_area(area)
     if status ~= ACK_REFUSED then

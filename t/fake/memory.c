@@ -34,6 +34,7 @@
 struct CUmemPoolHandle_st {
   int is_default;
   int exportable;          /* made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
+  int shared;              /* its handle exported: only then are its pointers (as the H200's driver) */
   int imported_pid;        /* imported: the exporter's pid and its pool, else 0 */
   unsigned access;         /* devices granted access (cuMemPoolSetAccess), bit = ordinal */
   uint64_t imported_id;
@@ -597,6 +598,7 @@ CUresult fake_cuMemPoolExportToShareableHandle(void *handle, CUmemoryPool pool,
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *(int *)handle = fd;
+  pool->shared = 1;
   return CUDA_SUCCESS;
 }
 
@@ -626,8 +628,8 @@ CUresult fake_cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdeviceptr p
 {
   FAKE_ENTER(cuMemPoolExportPointer);
   struct Allocation *a = containing(ptr);
-  if (!data || !a || (uintptr_t)a->p != ptr || !a->pool || !a->pool->exportable)
-    return CUDA_ERROR_INVALID_VALUE;   /* not the start of an exportable pool's allocation */
+  if (!data || !a || (uintptr_t)a->p != ptr || !a->pool || !a->pool->shared)
+    return CUDA_ERROR_INVALID_VALUE;   /* not the start of an allocation of a shared pool */
   struct fake_PoolPointer e = {"fakeptr", (int)getpid(), a->fd, (uint64_t)(uintptr_t)a->pool, a->size};
   memset(data, 0, sizeof *data);
   memcpy(data, &e, sizeof e);
