@@ -189,9 +189,9 @@ extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
  * the device at devi (cuIpcOpenMemHandle): its buffers close their mapping
  * (cuIpcCloseMemHandle) and it allocates nothing (ipc.c). */
 cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi, int how);
-/* A shared pool is destroyed: its exported descriptors are no longer this
- * process's (ipc.c). */
-void cl_forget_pool_exports(CUmemoryPool pool);
+/* This process's shared pools, which it may not import (ipc.c). */
+void cl_shared_pool_created(CUmemoryPool pool);
+void cl_shared_pool_destroyed(CUmemoryPool pool);
 
 /* --- buffers (buffer.c) -------------------------------------------------- */
 

@@ -22,7 +22,6 @@
  * back with exp:close(), once the other process has closed its mapping. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cl.h"
@@ -47,44 +46,30 @@ typedef struct IpcPoolHandle {
   int fd;
 } IpcPoolHandle;
 
-/* --- this process's shared pools, known by their descriptors ------------------
+/* --- this process's shared pools ------------------------------------------------
  *
- * A pool handle is a file; a descriptor of it received from another
- * process refers to the same file. Importing a pool of this very process
- * would give a resource that destroys the pool its owner still uses (the
- * driver may hand the same pool back), so cuda.ipc_pool_open refuses a
- * descriptor of a file this process exported. */
+ * The H200's driver imports a pool of the importing process itself, and a
+ * resource over it would destroy the pool its owner still uses (the
+ * driver may hand back the very same pool). A descriptor cannot tell whose
+ * pool it is (they are anonymous files), so cuda.ipc_pool_open compares
+ * the pool it got with the shared pools this process made, and refuses. */
 typedef struct OwnPool {
   struct OwnPool *next;
   CUmemoryPool pool;
-  dev_t dev;
-  ino_t ino;
 } OwnPool;
 
 static OwnPool *own_pools;
 
-static void remember_export(CUmemoryPool pool, int fd)
+void cl_shared_pool_created(CUmemoryPool pool)
 {
-  struct stat st;
-  OwnPool *o = fstat(fd, &st) == 0 ? malloc(sizeof *o) : NULL;
+  OwnPool *o = malloc(sizeof *o);
   if (o == NULL)
     return;                     /* unknown, so not refused: the driver decides */
-  *o = (OwnPool){own_pools, pool, st.st_dev, st.st_ino};
+  *o = (OwnPool){own_pools, pool};
   own_pools = o;
 }
 
-static int is_own_export(int fd)
-{
-  struct stat st;
-  if (fstat(fd, &st) != 0)
-    return 0;
-  for (OwnPool *o = own_pools; o; o = o->next)
-    if (o->dev == st.st_dev && o->ino == st.st_ino)
-      return 1;
-  return 0;
-}
-
-void cl_forget_pool_exports(CUmemoryPool pool)
+void cl_shared_pool_destroyed(CUmemoryPool pool)
 {
   for (OwnPool **o = &own_pools; *o;)
     if ((*o)->pool == pool) {
@@ -95,12 +80,19 @@ void cl_forget_pool_exports(CUmemoryPool pool)
       o = &(*o)->next;
 }
 
+static int is_own_pool(CUmemoryPool pool)
+{
+  for (OwnPool *o = own_pools; o; o = o->next)
+    if (o->pool == pool)
+      return 1;
+  return 0;
+}
+
 /* A new descriptor of mr's pool (raises). */
 static int export_pool(lua_State *L, cl_MemoryResource *mr)
 {
   int fd = -1;
   CL_TRY(L, cuMemPoolExportToShareableHandle, (&fd, mr->pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-  remember_export(mr->pool, fd);
   mr->pool_shared = 1;
   return fd;
 }
@@ -303,8 +295,6 @@ static int pool_handle_tostring(lua_State *L)
 static int cuda_ipc_pool_open(lua_State *L)
 {
   int fd = (int)cl_check_integer_range(L, 1, 0, INT32_MAX, "file descriptor");
-  if (is_own_export(fd))
-    return luaL_argerror(L, 1, "a pool of this process: only another process imports it");
   lua_settop(L, 2);
   push_device_arg(L, 2);
   cl_MemoryResource *mr = cl_push_ipc_mr(L, 3, CL_IPC_POOL);
@@ -312,6 +302,10 @@ static int cuda_ipc_pool_open(lua_State *L)
   cl_device_activate(L, mr->dev);
   CL_TRY(L, cuMemPoolImportFromShareableHandle,
          (&mr->pool, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  if (is_own_pool(mr->pool)) {
+    mr->pool = NULL;            /* its owner's, never destroyed here */
+    return luaL_argerror(L, 1, "a pool of this process: only another process imports it");
+  }
   mr->owns_pool = 1;
   mr->closed = 0;
   /* Access is per process and not inherited from the exporter: only the

@@ -134,6 +134,8 @@ static int cuda_device_mr(lua_State *L)
   mr->pool = create_pool(L, CU_MEM_LOCATION_TYPE_DEVICE, d->ordinal, exportable);
   mr->owns_pool = 1;
   mr->ipc_pool = exportable;
+  if (exportable)
+    cl_shared_pool_created(mr->pool);
   mr->closed = 0;
   set_threshold(L, mr->pool, (cuuint64_t)threshold);
   return 1;
@@ -393,7 +395,7 @@ void cl_array_release(CUcontext ctx, CUarray array)
 static void destroy_pool(cl_MemoryResource *mr)
 {
   if (mr->ipc_pool)
-    cl_forget_pool_exports(mr->pool);
+    cl_shared_pool_destroyed(mr->pool);
   if (mr->owns_pool)
     release(DESTROY_POOL, mr->dev ? mr->dev->ctx : NULL, 0, mr->pool);
   mr->pool = NULL;

@@ -337,7 +337,6 @@ drow("ipc_pool_open: no fd", "cuda.ipc_pool_open()", "file descriptor must be an
 drow("ipc_pool_open: a negative fd", "cuda.ipc_pool_open(-1)", "file descriptor")
 drow("ipc_pool_open: a huge fd", "cuda.ipc_pool_open(1 << 40)", "file descriptor")
 drow("ipc_pool_open: not a pool's", "cuda.ipc_pool_open(0)", "invalid argument")
-drow("ipc_pool_open: own pool", "local h = cuda.DeviceMemoryResource(f.dev, {ipc = true}):ipc_pool_handle(); cuda.ipc_pool_open(h.fd)", "a pool of this process")
 drow("ipc_pool_open: a bad device", "cuda.ipc_pool_open(0, 'x')", "cuda%.Device expected")
 drow("ipc_open: a pool not imported", "cuda.ipc_open(string.rep('x', 64), 64, f.dev.memory_resource)", "not a pool of another process")
 drow("ipc_export: a closed buffer", "local b = cuda.DeviceMemoryResource(f.dev, {pool = false}):allocate(64); b:close(); b:ipc_export()", "cuda%.Buffer is closed")

@@ -52,6 +52,7 @@ struct Allocation {
 };
 
 static struct Allocation *allocations;
+static CUmemoryPool shareable[64];   /* live pools made with POSIX descriptors: this process's own */
 static size_t allocated;
 static struct CUmemPoolHandle_st default_pools[FAKE_MAX_DEVICES];
 
@@ -294,6 +295,11 @@ CUresult fake_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
   if (!*pool)
     return CUDA_ERROR_OUT_OF_MEMORY;
   (*pool)->exportable = props->handleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  for (size_t i = 0; (*pool)->exportable && i < sizeof shareable / sizeof *shareable; i++)
+    if (!shareable[i]) {
+      shareable[i] = *pool;
+      break;
+    }
   fake_keep(*pool);
   fake_live[FAKE_POOL]++;
   return CUDA_SUCCESS;
@@ -308,6 +314,9 @@ CUresult fake_cuMemPoolDestroy(CUmemoryPool pool)
   for (struct Allocation *a = allocations; a; a = a->next)
     if (a->pool == pool)
       a->pool = NULL;
+  for (size_t i = 0; i < sizeof shareable / sizeof *shareable; i++)
+    if (shareable[i] == pool)
+      shareable[i] = NULL;
   fake_unkeep(pool);
   free(pool);
   fake_live[FAKE_POOL]--;
@@ -612,8 +621,14 @@ CUresult fake_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *handl
   if (!pool || flags != 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
       pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h.tag, "fakepol", 8) != 0)
     return CUDA_ERROR_INVALID_VALUE;
-  if (h.pid == (int)getpid())
-    return CUDA_ERROR_INVALID_VALUE;   /* a process does not import its own pools */
+  if (h.pid == (int)getpid()) {   /* its own pool: the H200's driver imported one; here, the same pool */
+    for (size_t i = 0; i < sizeof shareable / sizeof *shareable; i++)
+      if (shareable[i] && (uint64_t)(uintptr_t)shareable[i] == h.pool) {
+        *pool = shareable[i];
+        return CUDA_SUCCESS;
+      }
+    return CUDA_ERROR_INVALID_VALUE;   /* destroyed since */
+  }
   *pool = calloc(1, sizeof **pool);
   if (!*pool)
     return CUDA_ERROR_OUT_OF_MEMORY;
