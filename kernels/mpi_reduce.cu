@@ -44,13 +44,3 @@ extern "C" __global__ void mpi_reduce_max_uint32(unsigned int *acc, const unsign
 extern "C" __global__ void mpi_reduce_sum_uint64(unsigned long long *acc, const unsigned long long *in, unsigned long long n) { reduce<Sum>(acc, in, n); }
 extern "C" __global__ void mpi_reduce_min_uint64(unsigned long long *acc, const unsigned long long *in, unsigned long long n) { reduce<Min>(acc, in, n); }
 extern "C" __global__ void mpi_reduce_max_uint64(unsigned long long *acc, const unsigned long long *in, unsigned long long n) { reduce<Max>(acc, in, n); }
-
-// mpi_copy16(dst, src, n): n 16-byte words from src to dst by the SMs, not
-// the copy engine: cuda.mpi's CUDA IPC copy when CUDALUA_MPI_IPC_COPY=kernel
-// (lua/cuda/mpi.lua says why that may matter).
-extern "C" __global__ void mpi_copy16(uint4 *dst, const uint4 *src, unsigned long long n)
-{
-  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    dst[i] = src[i];
-}

@@ -125,12 +125,11 @@ local fake_so = os.getenv("CUDALUA_FAKE_LIBCUDA")
 local function under_fake(mode)
   return ("-x CUDALUA_LIBCUDA='%s' -x FAKECUDA_DEVICES=2%s%s"):format(fake_so,
     mode == "refuse" and " -x FAKECUDA_IPC=refuse" or "", mode == "pinned" and " -x CUDALUA_MPI_STAGING=pinned"
-    or mode == "nokernel" and " -x CUDALUA_NVRTC=/nonexistent/libnvrtc.so -x CUDALUA_CACHE=off"
-    or mode == "kernelcopy" and " -x CUDALUA_MPI_IPC_COPY=kernel" or "")
+    or mode == "nokernel" and " -x CUDALUA_NVRTC=/nonexistent/libnvrtc.so -x CUDALUA_CACHE=off" or "")
 end
 if fake_so and io.open(fake_so) then
   for _, case in ipairs{{2, "ipc"}, {4, "ipc"}, {2, "refuse"}, {4, "refuse"}, {2, "pinned"}, {4, "pinned"},
-                       {2, "nokernel"}, {2, "kernelcopy"}} do
+                       {2, "nokernel"}} do
     local nranks, mode = case[1], case[2]
     local dir = t.tmpdir()
     local rc, _, stderr = t.run(table.concat({launch(nranks, under_fake(mode)), tdir .. "/mpi_device.lua", dir, seed, mode}, " "))

@@ -1,8 +1,7 @@
 -- mpi_device.lua DIR SEED MODE: device buffers through every operation of
 -- cuda.mpi, under the fake driver (t/mpi.t starts the ranks with it), or a
 -- GPU. MODE: "ipc" (ranks of one node map each other's memory), "nokernel"
--- (ipc, without NVRTC: device allreduce falls back to the host), "kernelcopy"
--- (ipc, copied by a kernel: CUDALUA_MPI_IPC_COPY=kernel), "refuse"
+-- (ipc, without NVRTC: device allreduce falls back to the host), "refuse"
 -- (the driver refuses the mapping: FAKECUDA_IPC=refuse) or "pinned"
 -- (CUDALUA_MPI_STAGING=pinned). Chunks are small and message sizes odd, so
 -- that the staging ring wraps many times within one message.
@@ -12,7 +11,7 @@ local check = require "mpi_check"
 local dir, seed, mode = arg[1], math.tointeger(arg[2]), arg[3]
 local me, n = mpi.rank, mpi.size
 local c = check.open(dir, "device." .. mode .. "." .. n, me)
-local ipc_mode = mode == "ipc" or mode == "nokernel" or mode == "kernelcopy"
+local ipc_mode = mode == "ipc" or mode == "nokernel"
 
 local dev = cuda.Device()
 dev:set_current()

@@ -247,7 +247,6 @@ local function wire_tag(peer)
   return 2 * s
 end
 
-local ipc_copy                  -- (from, into, size, device id, stream): defined with the kernels below
 local paths = {}                -- paths[peer] = {path, reason}
 local refused = {}              -- refused[peer] = why the peer's driver refused IPC
 local function note_path(peer, path, why) paths[peer] = {path, why} end
@@ -612,7 +611,7 @@ local function recv_op(dst, room, id, src, tag, comm)
     end
     if status == ACK_OK and fits then
       local s = stream_for(copier)
-      if size > 0 then ipc_copy(mapped:slice(offset, size), dst:slice(0, size), size, id, s) end
+      if size > 0 then mapped:slice(offset, size):copy_to(dst:slice(0, size), s) end
       await_stream(copier, s)
     elseif status == ACK_OK then
       status = ACK_DROPPED
@@ -739,10 +738,12 @@ local function local_copy(src, dst)
   end
 end
 
--- The kernels of kernels/mpi_reduce.cu, compiled once per device: the
--- kernel, or false and why when they cannot be built (no NVRTC).
-local objects, kernels, unbuilt = {}, {}, {}
-local function device_kernel(id, name)
+-- Reduction kernels (kernels/mpi_reduce.cu), compiled once per device;
+-- false when they cannot be built (no NVRTC): then device buffers are
+-- reduced on the host, and mpi.reduce_path says why.
+local objects, kernels = {}, {}
+local function reduce_kernel(id, op, dtype)
+  local name = ("mpi_reduce_%s_%s"):format(op, dtype)
   local key = id .. name
   if kernels[key] == nil then
     local ok, k = pcall(function()
@@ -753,36 +754,10 @@ local function device_kernel(id, name)
       end
       return objects[id]:get_kernel(name)
     end)
-    kernels[key], unbuilt[key] = ok and k or false, not ok and tostring(k) or nil
+    kernels[key] = ok and k or false
+    if not ok then M.reduce_path = "host (the reduction kernel did not build: " .. tostring(k) .. ")" end
   end
-  return kernels[key], unbuilt[key]
-end
-
--- A reduction kernel; without one, device buffers are reduced on the host,
--- and mpi.reduce_path says why.
-local function reduce_kernel(id, op, dtype)
-  local k, why = device_kernel(id, ("mpi_reduce_%s_%s"):format(op, dtype))
-  if not k then M.reduce_path = "host (the reduction kernel did not build: " .. why .. ")" end
-  return k
-end
-
--- An IPC message's copy on stream s: by the copy engine, or with
--- CUDALUA_MPI_IPC_COPY=kernel by the SMs of device id, the receiving
--- buffer's (nil: host memory). The kernel copies whole 16-byte words at
--- 16-byte addresses; anything else, or no NVRTC, takes the copy engine.
-local IPC_COPY_KERNEL = os.getenv("CUDALUA_MPI_IPC_COPY") == "kernel"
-local COPY_BLOCK = 512
-ipc_copy = function(from, into, size, id, s)
-  local k = IPC_COPY_KERNEL and id and size % 16 == 0 and from.ptr % 16 == 0 and into.ptr % 16 == 0
-            and device_kernel(id, "mpi_copy16")
-  if k then
-    local words = size // 16
-    local config = cuda.LaunchConfig{grid = math.max(1, math.min(2048, (words + COPY_BLOCK - 1) // COPY_BLOCK)),
-                                     block = COPY_BLOCK}
-    cuda.launch(s, config, k, into, from, cuda.u64(words))
-  else
-    from:copy_to(into, s)
-  end
+  return kernels[key]
 end
 
 local WIDTH = {float32 = 4, float64 = 8, int8 = 1, int16 = 2, int32 = 4, int64 = 8,

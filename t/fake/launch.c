@@ -118,14 +118,7 @@ static void surf_fill(Param *p)
   }
 }
 
-/* mpi_copy16(uint4 *dst, const uint4 *src, u64 n) (kernels/mpi_reduce.cu) */
-static void mpi_copy16(Param *p)
-{
-  memcpy(param_ptr(p[0]), param_ptr(p[1]), (size_t)param_u64(p[2]) * 16);
-}
-
 static const struct { const char *name; int nparams; void (*run)(Param *); } emulations[] = {
-  {"mpi_copy16", 3, mpi_copy16},
   {"tex_fetch", 4, tex_fetch},
   {"surf_fill", 4, surf_fill},
   {"vector_scale", 4, vector_scale},
