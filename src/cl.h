@@ -58,6 +58,9 @@ cl_Device *cl_push_device(lua_State *L, int ordinal);
 /* The device made current with set_current, else the launcher's node-local
  * rank's device (rank % device count), else device 0; pushes it. */
 cl_Device *cl_push_current_device(lua_State *L);
+/* The device argument at i (absolute): a cuda.Device, a device id, or
+ * none/nil for the current device; pushes it. */
+cl_Device *cl_push_device_arg(lua_State *L, int i);
 /* Retain the primary context on first use and make it current. */
 void cl_device_activate_slow(lua_State *L, cl_Device *d);
 /* Push the device's default memory pool as a cuda.MemoryResource (memory.c). */
@@ -186,8 +189,9 @@ void cl_array_release(CUcontext ctx, CUarray array);
 void cl_hostfunc_drain(lua_State *L);
 extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
 /* Push the resource that owns device memory opened from another process on
- * the device at devi (cuIpcOpenMemHandle): its buffers close their mapping
- * (cuIpcCloseMemHandle) and it allocates nothing (ipc.c). */
+ * the device at devi, as how says (CL_IPC_MAPPED: its buffers close their
+ * cuIpcOpenMemHandle mapping; CL_IPC_POOL: they free their imported
+ * pointer); it allocates nothing (ipc.c). */
 cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi, int how);
 /* This process's shared pools, which it may not import (ipc.c). */
 void cl_shared_pool_created(CUmemoryPool pool);

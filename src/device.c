@@ -140,6 +140,17 @@ cl_Device *cl_push_current_device(lua_State *L)
   return cl_push_device(L, default_ordinal(L));
 }
 
+cl_Device *cl_push_device_arg(lua_State *L, int i)
+{
+  if (lua_isnoneornil(L, i))
+    return cl_push_current_device(L);
+  if (lua_type(L, i) == LUA_TNUMBER)
+    return cl_push_device(L, (int)cl_check_integer_range(L, i, 0, INT32_MAX, "device id"));
+  cl_Device *d = cl_check_device(L, i);
+  lua_pushvalue(L, i);
+  return d;
+}
+
 void cl_device_activate_slow(lua_State *L, cl_Device *d)
 {
   if (d->ctx == NULL)

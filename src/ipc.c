@@ -187,19 +187,6 @@ static int export_tostring(lua_State *L)
   return 1;
 }
 
-/* The device argument at i (nil: the current one) pushed as a cuda.Device. */
-static void push_device_arg(lua_State *L, int i)
-{
-  if (lua_isnoneornil(L, i))
-    cl_push_current_device(L);
-  else if (lua_type(L, i) == LUA_TNUMBER)
-    cl_push_device(L, (int)cl_check_integer_range(L, i, 0, INT32_MAX, "device id"));
-  else {
-    cl_check_device(L, i);
-    lua_pushvalue(L, i);
-  }
-}
-
 /* cuda.ipc_open(handle, size [, dev | pool]) -> Buffer: the allocation of
  * size bytes another process exported, mapped for dev (peer access
  * enabled as needed), or, for pool memory, imported through that process's
@@ -215,7 +202,7 @@ static int cuda_ipc_open(lua_State *L)
   if (pooled)
     lua_pushvalue(L, 3);        /* 4: the imported pool */
   else {
-    push_device_arg(L, 3);      /* 4: the device; 5: a resource of its mappings */
+    cl_push_device_arg(L, 3);   /* 4: the device; 5: a resource of its mappings */
     cl_push_ipc_mr(L, 4, CL_IPC_MAPPED);
   }
   cl_Buffer *b = cl_push_buffer(L, 0, (size_t)size, -1, NULL, 0);
@@ -296,7 +283,7 @@ static int cuda_ipc_pool_open(lua_State *L)
 {
   int fd = (int)cl_check_integer_range(L, 1, 0, INT32_MAX, "file descriptor");
   lua_settop(L, 2);
-  push_device_arg(L, 2);
+  cl_push_device_arg(L, 2);
   cl_MemoryResource *mr = cl_push_ipc_mr(L, 3, CL_IPC_POOL);
   mr->closed = 1;               /* until it has its pool */
   cl_device_activate(L, mr->dev);

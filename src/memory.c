@@ -50,7 +50,10 @@ static cl_MemoryResource *push_mr(lua_State *L, cl_MRKind kind, int devi)
   return mr;
 }
 
-/* The device argument at i: a cuda.Device, an id, or (none) the current. */
+/* The device at i, an argument or an option's value pushed there: a
+ * cuda.Device, an id, or (none) the current; pushed, its index. Unlike
+ * cl_push_device_arg, a bad id is named without an argument number, as
+ * an option's value has none, and a negative one is no device. */
 static int device_arg(lua_State *L, int i)
 {
   if (lua_type(L, i) == LUA_TNUMBER)

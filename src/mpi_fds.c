@@ -38,7 +38,7 @@ typedef struct Arrived {
 static int sock = -1;
 static int bind_errno;          /* why sock is -1 */
 static int *pids;               /* pids[r]: world rank r's process */
-static int nranks;
+static int nranks, my_rank;
 static Arrived *arrived;
 
 static socklen_t address_of(int pid, struct sockaddr_un *a)
@@ -51,12 +51,12 @@ static socklen_t address_of(int pid, struct sockaddr_un *a)
 
 int mpi_fds_start(MPI_Comm comm, int rank, int size)
 {
-  (void)rank;
   int me = (int)getpid();
   pids = calloc((size_t)size, sizeof *pids);
   if (pids == NULL)
     return MPI_ERR_NO_MEM;
   nranks = size;
+  my_rank = rank;
   int rc = MPI_Allgather(&me, 1, MPI_INT, pids, 1, MPI_INT, comm);
   if (rc != MPI_SUCCESS)
     return rc;
@@ -72,24 +72,27 @@ int mpi_fds_start(MPI_Comm comm, int rank, int size)
   return MPI_SUCCESS;
 }
 
+/* The file descriptor argument at i. */
+static int check_fd(lua_State *L, int i)
+{
+  lua_Integer fd = luaL_checkinteger(L, i);
+  luaL_argcheck(L, fd >= 0 && fd <= INT32_MAX, i, "not a file descriptor");
+  return (int)fd;
+}
+
 /* fds.send(fd, dest, token) -> true | nil, why: a copy of fd queued at
  * world rank dest's socket (the caller keeps fd). */
 int mpi_fds_send(lua_State *L)
 {
-  int fd = (int)luaL_checkinteger(L, 1);
+  int fd = check_fd(L, 1);
   lua_Integer dest = luaL_checkinteger(L, 2);
-  Tag tag = {0, (int64_t)luaL_checkinteger(L, 3)};
-  luaL_argcheck(L, fd >= 0 && fd == luaL_checkinteger(L, 1), 1, "not a file descriptor");
+  Tag tag = {my_rank, (int64_t)luaL_checkinteger(L, 3)};
   luaL_argcheck(L, pids != NULL && dest >= 0 && dest < nranks, 2, "not a rank of this job");
   if (sock < 0) {
     lua_pushnil(L);
     lua_pushfstring(L, "this rank has no descriptor socket: %s", strerror(bind_errno));
     return 2;
   }
-  int me = (int)getpid();
-  for (int r = 0; r < nranks; r++)
-    if (pids[r] == me)
-      tag.rank = r;
   struct sockaddr_un a;
   socklen_t len = address_of(pids[dest], &a);
   struct iovec iov = {&tag, sizeof tag};
@@ -161,8 +164,6 @@ int mpi_fds_receive(lua_State *L)
 /* fds.close(fd) */
 int mpi_fds_close(lua_State *L)
 {
-  lua_Integer fd = luaL_checkinteger(L, 1);
-  luaL_argcheck(L, fd >= 0 && fd <= INT32_MAX, 1, "not a file descriptor");
-  close((int)fd);
+  close(check_fd(L, 1));
   return 0;
 }

@@ -332,14 +332,10 @@ static int cuda_vmm(lua_State *L)
   luaL_argcheck(L, li == 1 || numa == 0, opti, "field 'numa_id' is for location = \"host_numa\"");
   luaL_argcheck(L, li == 0 || numa >= 0, opti, "location = \"host_numa\" needs numa_id");
   lua_pop(L, 4);
-  if (opti == 1 || lua_isnoneornil(L, 1))
+  if (opti == 1)
     cl_push_current_device(L);
-  else if (lua_type(L, 1) == LUA_TNUMBER)
-    cl_push_device(L, (int)cl_check_integer_range(L, 1, 0, INT32_MAX, "device id"));
-  else {
-    cl_check_device(L, 1);
-    lua_pushvalue(L, 1);
-  }
+  else
+    cl_push_device_arg(L, 1);
   int devi = lua_gettop(L);
   Vmm *v = lua_newuserdatauv(L, sizeof *v, 1);
   memset(v, 0, sizeof *v);

@@ -23,9 +23,9 @@
 --           chunks overlap. Host memory is sent and received in place.
 --
 -- A sender falls back to staging when IPC is not possible (another node,
--- memory of a pool not made to be shared, CUDALUA_MPI_STAGING=pinned) or the receiver's driver refuses
--- the mapping; mpi.path(peer) says which path the last message with a peer
--- took, and why not IPC. Each operation is a coroutine, resumed by the
+-- memory of a pool not made to be shared, CUDALUA_MPI_STAGING=pinned) or
+-- the receiver's driver refuses the mapping; mpi.path(peer) says which
+-- path the last message with a peer took, and why not IPC. Each operation is a coroutine, resumed by the
 -- wait or test of its request and by every other wait of this process,
 -- so that no rank waits on a transfer nobody progresses.
 --
@@ -308,7 +308,7 @@ local function export_for(buf, id, dest)
   end
   local token, why = 0, nil
   local mr = buf.memory_resource
-  if mr.ipc then   -- the pool's descriptor first: its pointers export only from a shared pool
+  if mr.ipc then   -- a shared pool: its descriptor goes to dest once, before the first header
     token, why = pool_token(mr, dest)
     if not token then return why end
   end
