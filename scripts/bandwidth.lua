@@ -90,6 +90,8 @@ local function run_op_cost(dev, args)
   print(("--- Copy-engine cost per operation: %s each way as 1..64 copies, the slope of time against copies ---")
         :format(cli.format_bytes(costs.bytes)))
   print(bandwidth.format_op_costs(costs))
+  print("The same copies as one cuda.copy_batch a direction, the cost per batched segment:")
+  print(bandwidth.format_op_costs(costs.batch))
   return costs
 end
 
@@ -188,11 +190,11 @@ local function compare_with_reference(args, sweep, op_costs)
   if op_costs then
     out.op_costs, out.batch_costs = bandwidth.reference_op_costs(figures, "ops"), bandwidth.reference_op_costs(figures, "batch")
     print()
-    print("--- Cost per operation: cudalua against raw C (separate cuMemcpyAsync), and C's batched segments ---")
+    print("--- Cost per operation: cudalua against raw C (separate cuMemcpyAsync), and batched segments ---")
     print(bandwidth.format_op_costs(op_costs, out.op_costs, "raw C"))
     if out.batch_costs then
-      print("One cuMemcpyBatchAsync a direction, raw C (cudalua has no batched copy yet):")
-      print(bandwidth.format_op_costs(out.batch_costs))
+      print("One cuda.copy_batch a direction, against raw C's one cuMemcpyBatchAsync:")
+      print(bandwidth.format_op_costs(op_costs.batch, out.batch_costs, "raw C"))
     else
       for _, line in ipairs(header) do if line:find("skip batch", 1, true) then print(line) end end
     end
@@ -275,6 +277,8 @@ if op_costs then
   for _, mode in ipairs(bandwidth.OP_MODES) do
     local c = op_costs[mode]
     if c then run:add(("cost per operation %s"):format(mode), "us", {c.us}, {median = c.us, se = c.se}) end
+    local b = op_costs.batch[mode]
+    if b then run:add(("cost per batched segment %s"):format(mode), "us", {b.us}, {median = b.us, se = b.se}) end
   end
 end
 local op_failures = op_costs and op_costs.failures or 0

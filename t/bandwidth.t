@@ -194,7 +194,7 @@ t.like(err, "^cudalua: no NVIDIA driver found", "and says why")
 t.is(select(2, err:gsub("\n", "")), 1, "in one line")
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 11)
+  t.skip("no CUDA device", 13)
   t.done()
 end
 
@@ -216,6 +216,10 @@ t.is(measured, 3 * #bandwidth.series_list(bandwidth.PATHS, {"pinned", "pageable"
 t.ok(all_verified, "each point verified, with a positive time")
 local h2d = bandwidth.find(small, "h2d", "pinned", "copy")
 t.ok(h2d.fit and h2d.fit.fixed_us > 0 and h2d.fit.gbps > 1, "the pinned H2D fit has a fixed cost and a rate")
+local costs = bandwidth.op_cost(dev, {bytes = 1 << 20, counts = {1, 4, 16}, runs = 3, warmup = 1})
+t.is(costs.failures, 0, "op_cost: every copy verified, separate and batched")
+t.ok(costs.h2d and costs.batch.h2d and costs.batch.both and costs.batch.h2d.points[3].n == 16,
+  "op_cost: a fit per mode for separate copies and for one cuda.copy_batch a direction")
 
 -- --reference with a stand-in for bench/bandwidth_ref: every copy 10 us.
 local dir = t.tmpdir()

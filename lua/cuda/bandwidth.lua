@@ -671,7 +671,9 @@ end
 -- M.OP_COST_BYTES, a multiple of 256) each way as each count of opts.counts
 -- (default M.OP_COUNTS) copies, opts.runs timed runs (10) after
 -- opts.warmup (3), pinned host memory and the device's pool; the last run's
--- destinations checked. Returns {bytes, failures, [mode] = op_cost_fit}.
+-- destinations checked. Each count is issued twice: as separate copies, and
+-- as one cuda.copy_batch a direction (the cost per batched segment).
+-- Returns {bytes, failures, [mode] = op_cost_fit, batch = {[mode] = op_cost_fit}}.
 function M.op_cost(dev, opts)
   opts = opts or {}
   local total, counts = opts.bytes or M.OP_COST_BYTES, opts.counts or M.OP_COUNTS
@@ -681,31 +683,40 @@ function M.op_cost(dev, opts)
     return {src = from:allocate(total, main), dst = to:allocate(total, main), stream = ctx.streams[i],
             join = ctx.joins[i], src_home = main, dst_home = main}
   end
-  local result = {bytes = total, failures = 0}
+  local result = {bytes = total, failures = 0, batch = {}}
   for m, mode in ipairs(M.OP_MODES) do
     local legs = mode == "h2d" and {leg(pinned, pool, 1)} or mode == "d2h" and {leg(pool, pinned, 1)}
                  or {leg(pinned, pool, 1), leg(pool, pinned, 2)}
     ctx.expect:slice(0, total):view("uint32"):random(0, 2^32, ctx.seed + m)
     for _, l in ipairs(legs) do l.src:copy_from(ctx.expect:slice(0, total), main) end
     main:sync()
-    local points = {}
+    local points, batch_points = {}, {}
     for _, n in ipairs(counts) do
-      local chunk, pieces = total // n, {}
+      local chunk, pieces, batches = total // n, {}, {}
+      for k, l in ipairs(legs) do batches[k] = {} end
       for i = 0, n - 1 do
-        for k, l in ipairs(legs) do pieces[#pieces + 1] = {l.src:slice(i * chunk, chunk), l.dst:slice(i * chunk, chunk), l.stream, k} end
+        for k, l in ipairs(legs) do
+          local piece = {l.src:slice(i * chunk, chunk), l.dst:slice(i * chunk, chunk), l.stream}
+          pieces[#pieces + 1], batches[k][i + 1] = piece, {piece[2], piece[1]}
+        end
       end
-      local stats = M.time(main, function()
-        if #legs > 1 then legs[2].stream:wait(ctx.start) end
-        for _, piece in ipairs(pieces) do piece[2]:copy_from(piece[1], piece[3]) end
-        if #legs > 1 then legs[2].stream:record(legs[2].join); main:wait(legs[2].join) end
-      end, {runs = opts.runs, warmup = opts.warmup, events = {ctx.start, ctx.stop}, head_start = ctx.head_start,
-            prepare = function(s) for _, l in ipairs(legs) do l.dst:fill(M.POISON, s) end end})
-      if not legs_correct(ctx, legs, total) then result.failures = result.failures + 1 end
-      local f = bench.figure(stats.raw)
-      points[#points + 1] = {n = n, us = f.median * 1e3, ci_lo = f.ci_lo * 1e3, ci_hi = f.ci_hi * 1e3}
+      local function measure(issue, into)
+        local stats = M.time(main, function()
+          if #legs > 1 then legs[2].stream:wait(ctx.start) end
+          issue()
+          if #legs > 1 then legs[2].stream:record(legs[2].join); main:wait(legs[2].join) end
+        end, {runs = opts.runs, warmup = opts.warmup, events = {ctx.start, ctx.stop}, head_start = ctx.head_start,
+              prepare = function(s) for _, l in ipairs(legs) do l.dst:fill(M.POISON, s) end end})
+        if not legs_correct(ctx, legs, total) then result.failures = result.failures + 1 end
+        local f = bench.figure(stats.raw)
+        into[#into + 1] = {n = n, us = f.median * 1e3, ci_lo = f.ci_lo * 1e3, ci_hi = f.ci_hi * 1e3}
+      end
+      measure(function() for _, piece in ipairs(pieces) do piece[2]:copy_from(piece[1], piece[3]) end end, points)
+      -- The same copies as one cuda.copy_batch a direction (bench/bandwidth_ref's batch_* keys).
+      measure(function() for k, l in ipairs(legs) do cuda.copy_batch(l.stream, batches[k]) end end, batch_points)
       if opts.progress then opts.progress:step(1) end
     end
-    result[mode] = M.op_cost_fit(points)
+    result[mode], result.batch[mode] = M.op_cost_fit(points), M.op_cost_fit(batch_points)
     close_legs(legs)
   end
   if ctx.head_start then ctx.head_start:close(main) end
