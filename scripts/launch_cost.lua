@@ -1,13 +1,11 @@
 -- Host cost of cuda.launch, copy_to and record against the raw C driver API
 -- SPDX-License-Identifier: MIT
 --
--- Measures, per call, what issuing work costs the host through cudalua: cuda.launch of an
--- empty kernel with no parameters and with four (typed scalars; plain values packed by the
--- parameters' C types; typed scalars packed by size, the types unknown), a 4 KiB pinned ->
--- device Buffer:copy_to, Stream:record, the replay of a graph of 100 launches (host cost, and
--- GPU time against 100 direct launches) and of a graph of 1000 (host cost per launch; cudalua
--- only). With --reference bench/launch_ref it runs the raw driver-API program that measures
--- the same operations by the same method and prints the ratios.
+-- Measures, per call, what issuing work costs the host through cudalua: cuda.launch (no, four
+-- typed, four plain, four by size parameters), a 4 KiB pinned -> device copy_to, Stream:record,
+-- graph replays (100 launches: host and GPU time against direct launches; 1000: host per launch),
+-- and a no-op C call (the interpreter's floor). --reference bench/launch_ref runs the raw
+-- driver-API program that measures the same operations by the same method: ratios.
 --
 -- Method (the same as bench/launch_ref.c, so the ratio is fair; see bench/README.md): both
 -- pinned to one CPU (--cpu), warm up, then per repeat sync, time a batch of B calls, keep
@@ -34,6 +32,8 @@ local FIGURES = {
    reference = "launch_4params"},
   {key = "memcpy_htod_4k", label = "copy_to, 4 KiB pinned -> device", unit = "us"},
   {key = "event_record", label = "Stream:record(event)", unit = "us"},
+  {key = "event_record_local", label = "  method in a local: record(s, ev)", unit = "us", reference = "event_record"},
+  {key = "lua_floor", label = "no-op C function, from a Lua loop", unit = "us", ours = true},
   {key = "graph100_replay_host", label = "Graph:launch, 100 launches (host)", unit = "us"},
   {key = "graph100_gpu_ms", label = "graph of 100 launches (GPU)", unit = "ms"},
   {key = "direct100_gpu_ms", label = "100 direct launches (GPU)", unit = "ms"},
@@ -67,9 +67,8 @@ local function parse_options(argv)
 end
 
 -- --- the device and what the timed loops use -----------------------------------
--- Device memory from the device's default pool, as launch_ref's
--- cuMemAllocAsync; page-locked memory without a pool, as its
--- cuMemHostAlloc. The small copies' bytes go to poisoned device memory.
+-- Device memory from the default pool (launch_ref's cuMemAllocAsync), page-locked memory without a
+-- pool (its cuMemHostAlloc); the small copies' bytes go to poisoned device memory.
 local function make_buffers(dev, s)
   local device_mr, pinned_mr = dev.memory_resource, cuda.PinnedMemoryResource{pool = false}
   local b = {d_a = device_mr:allocate(EMPTY4_ELEMENTS * 4, s), d_b = device_mr:allocate(EMPTY4_ELEMENTS * 4, s),
@@ -82,9 +81,7 @@ local function make_buffers(dev, s)
   return b
 end
 
--- The operations measured; each issues `count` calls on s. The values a
--- loop uses are copied into locals first, so the loop body reads
--- registers, not upvalues.
+-- The operations measured; each issues `count` calls on s, from locals (registers, not upvalues).
 local function operations(s, kernels, buffers)
   local cfg, scale, n = cuda.LaunchConfig{grid = 1, block = 32}, cuda.f32(2.5), cuda.u64(EMPTY4_ELEMENTS)
   local marker = s.device:create_event{timing = false}   -- as launch_ref's CU_EVENT_DISABLE_TIMING
@@ -110,6 +107,11 @@ local function operations(s, kernels, buffers)
     local stream, ev = s, marker
     for _ = 1, count do stream:record(ev) end
   end
+  function op.record_local(count)   -- without the method lookup (Stream's __index is a C function)
+    local stream, ev, record = s, marker, s.record
+    for _ = 1, count do record(stream, ev) end
+  end
+  function op.floor(count) local f, a, b = rawequal, s, marker; for _ = 1, count do f(a, b) end end
   local function replay(launches, per)   -- issue(count): count // per replays of a graph of `launches`
     s:begin_capture()
     op.launch_empty4(launches)
@@ -120,8 +122,7 @@ local function operations(s, kernels, buffers)
   return op
 end
 
--- The device, its non-blocking stream, the folder of the kernels (for the
--- reference), the buffers, the operations and the GPU timing events.
+-- The device, its stream, the kernels' folder (for the reference), buffers, operations, events.
 local function set_up(device_id)
   local dev = cuda.Device(device_id)   -- without a driver or GPU: one sentence, exit 2 (the interpreter's)
   local kernel_path = cuda.find_kernel("empty.cu")
@@ -148,14 +149,14 @@ local function measure_ours(rig, repeats, batch, graph_batch)
     launch_empty = host(op.launch_empty, batch), launch_4params = host(op.launch_empty4, batch),
     launch_4params_typed = host(op.launch_empty4_typed, batch), launch_4params_sized = host(op.launch_empty4_sized, batch),
     memcpy_htod_4k = host(op.copy_small, batch), event_record = host(op.record_marker, batch),
+    event_record_local = host(op.record_local, batch), lua_floor = host(op.floor, batch),
     graph100_replay_host = host(op.replay_graph, graph_batch),
     graph100_gpu_ms = gpu(op.replay_graph, 1), direct100_gpu_ms = gpu(op.launch_empty4, GRAPH_LAUNCHES),
     graph1000_host = host(op.replay_big_graph, graph_batch * BIG_GRAPH_LAUNCHES),   -- us per launch
   }
 end
 
--- Runs launch_ref with our options; returns its figures by key and its
--- header lines. Any failure of the reference ends the script.
+-- Runs launch_ref with our options: its figures by key, its header lines; a failure ends the script.
 local function run_reference(path, options, kernels_dir)
   local figures, header = bench.reference(path, {"--repeats", options.repeats, "--batch", options.batch,
     "--device", options.device, "--kernels", kernels_dir, options.pinned and "--cpu", options.pinned}, COLUMNS)
@@ -164,11 +165,10 @@ local function run_reference(path, options, kernels_dir)
   return figures, header
 end
 
--- The machine's speed drifts between runs of a few seconds, so the
--- reference and cudalua take turns, round after round, and each side's
--- figure is its median over the rounds (bench.combine). The reference runs
--- first: a broken one fails before any time is spent here. Returns our
--- figures, the reference's (or nil), its header lines and our rounds.
+-- The machine's speed drifts between runs of a few seconds, so the reference and cudalua take
+-- turns, round after round; each side's figure is its median over the rounds (bench.combine). The
+-- reference runs first: a broken one fails early. Returns ours, the reference's (or nil), its
+-- header lines and our rounds.
 local function measure_rounds(rig, options, graph_batch)
   local ours, theirs, header = {}, {}, nil
   for round = 1, options.rounds do
@@ -180,8 +180,7 @@ local function measure_rounds(rig, options, graph_batch)
 end
 
 -- --- verification ------------------------------------------------------------------
--- The small copies must have delivered their bytes, and the events must
--- have measured GPU time.
+-- The small copies must have delivered their bytes, and the events measured GPU time.
 local function verify(rig, ours)
   local b, s = rig.buffers, rig.stream
   local check = b.pinned_mr:allocate(SMALL_COPY_BYTES)
@@ -199,11 +198,9 @@ local function verify(rig, ours)
 end
 
 -- --- report ----------------------------------------------------------------------
--- The reference's row for figure f: its own, or the one it is compared with.
 local function reference_row(reference, f) return reference and reference[f.reference or f.key] end
 
--- cudalua / C for each figure the reference timed, and the launch figures
--- over the project's target.
+-- cudalua / C for each figure the reference timed, and the launch figures over the target.
 local function compare(ours, reference)
   local ratios, missed = {}, {}
   for _, f in ipairs(FIGURES) do
@@ -242,8 +239,7 @@ local function print_table(ours, reference, ratios)
   print()
 end
 
--- How many times longer 100 direct launches take on the GPU than one replay.
-local function graph_gain(figs)
+local function graph_gain(figs)   -- how many times longer 100 direct launches take than one replay
   local graph_ms = figs.graph100_gpu_ms.median
   return graph_ms > 0 and ("%.1fx"):format(figs.direct100_gpu_ms.median / graph_ms) or "n/a"
 end
@@ -265,8 +261,11 @@ local function print_notes(ours, reference, missed)
     "before types were known; target <= 1.05)."):format(ours.launch_4params_typed.median / ours.launch_4params_sized.median))
   print(("Per launch, replaying a graph of %d costs the host %.3f of a direct launch (target <= %.2f)."):format(
     BIG_GRAPH_LAUNCHES, ours.graph1000_host.median / ours.launch_4params.median, BIG_GRAPH_TARGET))
-  print("For scale, cuda.core on the H200 (the project's measurements): a launch from Python 4.2-6.1 us, " ..
-    "through the driver API 3.2-3.7 us; cuMemcpyHtoDAsync 2.2-2.3 us; cuEventRecord 1.3 us.")
+  if reference then
+    local record = reference.event_record.median
+    print(("A call from a Lua loop costs %.3f us before it does anything: no binding of cuEventRecord (%.3f us " ..
+      "in C) can read below %.2f of C."):format(ours.lua_floor.median, record, (record + ours.lua_floor.median) / record))
+  end
 end
 
 -- Each figure with every batch of every round; its median the one printed (the median over the rounds).

@@ -268,14 +268,14 @@ code, out, err = t.run(cudalua .. " launch_cost --repeats 5 --batch 10 --rounds 
 t.is(code, 0, "launch_cost --json --csv --md runs" .. err)
 report = read_json(tmp) or {}
 t.is(report.schema, "cudalua-results/1", "launch_cost: the schema")
-t.is(#(report.results or {}), 10, "launch_cost: a result per figure")
+t.is(#(report.results or {}), 12, "launch_cost: a result per figure")
 t.ok(every_result(report, function(r)
   return #r.samples == 10 and (r.unit == "us" or r.unit == "ms") and r.median > 0
 end), "launch_cost: every batch of both rounds")
 local launch = report.results and report.results[1] or {}
 t.ok(report.details and launch.name == "launch_empty" and launch.median == report.details.cudalua.launch_empty.median,
   "launch_cost: the median printed, its own figures under details")
-t.is(#lines_of(t.read_file(csv)), 11, "launch_cost: CSV")
+t.is(#lines_of(t.read_file(csv)), 13, "launch_cost: CSV")
 t.like(out, "\n| launch_empty +| us +|", "launch_cost: --md table")
 
 code, out, err = t.run(cudalua .. " device_query --json " .. tmp)
