@@ -19,6 +19,8 @@ parser:option("--bytes", "Bytes per copy for --bandwidth.", "64000000"):convert(
 bench.add_timing_options(parser)
 parser:option("--reference", "With --bandwidth: the raw C reference (bench/copy_ref) to compare with.")
   :argname("PROGRAM")
+parser:option("--rounds", "With --reference: rounds in which cudalua and the reference take turns.", "3")
+  :convert(cli.positive_integer)
 results.options(parser, {"json", "csv", "md", "mpi"})
 local args = cli.parse(parser, arg)
 
@@ -139,128 +141,6 @@ local function demo_peer(ctx)
   ctx.dev:set_current()
 end
 
--- --- --bandwidth ------------------------------------------------------------------
-
-local function bandwidth_resources(dev)
-  return {
-    {"pinned", cuda.PinnedMemoryResource()},
-    {"pinned pool", cuda.PinnedMemoryResource{pool = true}},
-    {"pageable", cuda.HostMemoryResource()},
-    {"managed", cuda.ManagedMemoryResource()},
-    {"device", dev.memory_resource},
-  }
-end
-
--- Bytes copied per second (1e9), the median of 10 runs (or more, to
--- --precision) after a warm-up; the destination is then checked against
--- the source. Also returns the check's result and bench.time's stats
--- (each run's time in stats.raw).
-local function measure_copy(ctx, from, to, nbytes, source)
-  local s = ctx.stream
-  local src, dst = from[2]:allocate(nbytes, s), to[2]:allocate(nbytes, s)
-  src:copy_from(source, s)
-  for _, b in ipairs{src, dst} do
-    if b.memory_resource.kind == "managed" then b:prefetch(ctx.dev, s) end
-  end
-  local range <close> = cuda.nvtx.range(from[1] .. " -> " .. to[1])
-  -- As bench/copy_ref: the destination poisoned, then the head start (cuda.bandwidth's), before the start
-  -- event, so the start event fires with the copy queued behind it; on an idle stream the host's issuing
-  -- would be timed (13% of a 64 MB D2D copy).
-  local timing = setmetatable({prepare = function()
-    dst:fill(0xA5, s)
-    ctx.head_start:fill(0, s)
-  end}, {__index = ctx.timing})
-  local stats = bench.time(s, function() src:copy_to(dst, s) end, timing)
-  local check = ctx.check
-  check:fill(0, s)
-  check:copy_from(dst, s)
-  s:sync()
-  local ok = check:view("uint32"):allclose(source:view("uint32"), 0, 0)
-  if not ok then failures = failures + 1 end
-  src:close(s)
-  dst:close(s)
-  return nbytes / stats.median / 1e6, ok, stats
-end
-
--- bench/copy_ref with the same bytes, run count and adaptive timing as our side; each pair it measures
--- against ours: GB/s both sides, the ratio with its uncertainty, a flag outside it, and a warning where
--- the reference's spread stayed above --precision (ours are warned of above).
-local REFERENCE_PAIRS = {
-  {"pinned -> device", "h2d_pinned"}, {"device -> pinned", "d2h_pinned"},
-  {"pinned pool -> device", "h2d_pinned_pool"}, {"device -> pinned pool", "d2h_pinned_pool"},
-  {"pageable -> device", "h2d_pageable"}, {"device -> pageable", "d2h_pageable"},
-  {"device -> device", "d2d"}, {"managed -> device", "managed_prefetched_to_device"},
-}
-
-local function compare_with_reference(figures, nbytes)
-  local words = {"--bytes", nbytes, "--runs", 10}
-  if args.precision > 0 then table.move({"--precision", 100 * args.precision, "--max-time", args.max_time}, 1, 4, 5, words) end
-  local ref, why = bench.reference(args.reference, words, bench.REFERENCE_COLUMNS, bench.REFERENCE_SPREAD)
-  if not ref then io.stderr:write("memory_resources: ", why, "\n") os.exit(1) end
-  print()
-  print(("--- Against the raw C driver API (%s), same run: GB/s ratio cudalua / C, \u{b1} its 95%% uncertainty ---")
-        :format(args.reference))
-  local rows, warnings = {}, {}
-  for _, pair in ipairs(REFERENCE_PAIRS) do
-    local ours, theirs = figures[pair[1]], ref[pair[2]]
-    if ours and theirs then
-      rows[#rows + 1] = {label = pair[1], key = pair[2], ours = ours, theirs = theirs}
-      local spread = theirs.ci_lo and (theirs.ci_hi - theirs.ci_lo) / 2 / theirs.median
-      if args.precision > 0 and spread and spread > args.precision then
-        warnings[#warnings + 1] = ("Warning: %s, raw C: spread stays high: the median is known to \u{b1}%.1f%% after %d runs")
-          :format(pair[1], 100 * spread, theirs.n or 0)
-      end
-    end
-  end
-  bench.print_ratios(rows, {columns = {"copy", "cudalua GB/s", "raw C GB/s"}, value = "%12.1f",
-                            below = "cudalua slower", above = "cudalua faster"})
-  for _, line in ipairs(warnings) do print(line) end
-  for _, row in ipairs(rows) do
-    row.pair, row.cudalua_gbps, row.c_gbps, row.label, row.ours, row.theirs = row.label, row.ours.median, row.theirs.median
-  end
-  return rows
-end
-
-local function bandwidth_table(ctx)
-  local nbytes = args.bytes - args.bytes % 4
-  local resources = bandwidth_resources(ctx.dev)
-  local pinned = resources[1][2]
-  ctx.timing = bench.timing_options(args, ctx.dev, {warmup = 2, runs = 10})
-  local source = pinned:allocate(nbytes)
-  source:view("uint32"):random(0, 2^32, ctx.seed)
-  ctx.check = pinned:allocate(nbytes)
-  ctx.head_start = ctx.dev.memory_resource:allocate(require("cuda.bandwidth").HEAD_START_BYTES, ctx.stream)
-  print()
-  local runs = args.precision > 0 and ("10+ runs, \u{b1}%g%%"):format(100 * args.precision) or "10"
-  print(("--- Copy bandwidth, GB/s (%s per copy, median of %s, verified) ---"):format(cli.format_bytes(nbytes), runs))
-  local header = ("%-12s"):format("from \\ to")
-  for _, to in ipairs(resources) do header = header .. ("%12s"):format(to[1]) end
-  print(header)
-  local results, runs_taken, warnings, figures = {}, {}, {}, {}
-  for _, from in ipairs(resources) do
-    local row = ("%-12s"):format(from[1])
-    for _, to in ipairs(resources) do
-      local gbps, ok, stats = measure_copy(ctx, from, to, nbytes, source)
-      local pair = from[1] .. " -> " .. to[1]
-      results[pair], runs_taken[pair] = gbps, stats.n
-      if stats.warning then warnings[#warnings + 1] = ("Warning: %s: %s"):format(pair, stats.warning) end
-      local rates = {}
-      for i, ms in ipairs(stats.raw) do rates[i] = nbytes / ms / 1e6 end
-      figures[pair] = bench.figure(rates)
-      ctx.run:add(pair, "GB/s", rates, {median = gbps, bytes = nbytes, verified = ok, runs = stats.n})
-      row = row .. ("%11.1f%s"):format(gbps, ok and " " or "!")
-    end
-    print(row)
-  end
-  print("(managed buffers are prefetched to the device first; '!' marks a failed check)")
-  for _, warning in ipairs(warnings) do print(warning) end
-  local compared = args.reference and compare_with_reference(figures, nbytes)
-  source:close()
-  ctx.check:close()
-  ctx.head_start:close(ctx.stream)
-  return results, runs_taken, compared
-end
-
 -- --- main ---------------------------------------------------------------------------
 
 local dev = cuda.Device(args.device)
@@ -289,7 +169,9 @@ end
 local report = {device = dev.name, elements = n, failures = 0}
 if args.bandwidth then
   local range <close> = cuda.nvtx.range("bandwidth")
-  report.bandwidth_gbps, report.bandwidth_runs, report.reference = bandwidth_table(ctx)
+  local failed
+  report.bandwidth_gbps, report.bandwidth_runs, report.reference, failed = require("cuda.copy_matrix").run(ctx, args)
+  failures = failures + failed
 end
 report.failures = failures
 print()

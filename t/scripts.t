@@ -68,7 +68,7 @@ for _, name in ipairs{"streaming_overlap", "memory_resources", "launch_cost"} do
 end
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 78)
+  t.skip("no CUDA device", 82)
   t.done()
 end
 
@@ -263,6 +263,25 @@ t.ok(report.details and report.details.failures == 0 and report.details.bandwidt
 t.is(report.passed, true, "memory_resources: passed")
 t.is(#lines_of(t.read_file(csv)), 26, "memory_resources: CSV header and 25 lines")
 t.like(out, "\n| pinned %-> device +| GB/s +|", "memory_resources: --md table")
+
+-- --reference with a stand-in for bench/copy_ref that counts its runs: the
+-- rounds take turns, and each pair's figure is the median of its rounds.
+local copy_dir = t.tmpdir()
+local copy_fake, runs_file = copy_dir .. "/copy_fake", copy_dir .. "/copy_runs"
+t.write_file(copy_fake, "#!/bin/sh\necho run >> '" .. runs_file .. "'\necho '# copy_fake'\n" ..
+  "for k in h2d_pinned d2h_pinned h2d_pinned_pool d2h_pinned_pool h2d_pageable d2h_pageable d2d " ..
+  "managed_prefetched_to_device; do echo \"$k 0.5 0.4 0.6 10 0.45 0.55\"; done\n")
+os.execute("chmod +x '" .. copy_fake .. "'")
+code, out, err = t.run(cudalua .. " memory_resources --elements 4099 --bandwidth --bytes 1000000 --rounds 3 --reference "
+  .. copy_fake .. " --json " .. tmp)
+t.is(code, 0, "memory_resources --reference --rounds 3 runs" .. err)
+t.is(#lines_of(t.read_file(runs_file) or ""), 3, "the reference ran once a round")
+t.like(out, "3 round%(s%) taking turns", "the comparison says how many rounds")
+report = read_json(tmp) or {}
+local compared = report.details and report.details.reference or {}
+t.ok(#compared == 8 and compared[5].pair == "pageable -> device" and compared[5].c_gbps == 0.5
+  and compared[5].cudalua_gbps > 0, "every compared pair, the reference's median over its rounds")
+os.execute("rm -rf '" .. copy_dir .. "'")
 
 code, out, err = t.run(cudalua .. " launch_cost --repeats 5 --batch 10 --rounds 2 --json " .. tmp .. " --csv " .. csv .. " --md")
 t.is(code, 0, "launch_cost --json --csv --md runs" .. err)
