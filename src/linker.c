@@ -6,10 +6,39 @@
  *
  * A Linker keeps its objects and the nvJitLink argument list, resolved at
  * construction like a Program's (the default arch is the current device's).
- * Each link makes a fresh nvJitLink handle, owned by a guard userdata so
- * that it is destroyed on every path, errors included. Its info and error
- * logs are kept as linker.log; a failed link raises a cuda.Error carrying
- * them. */
+ * Its info and error logs are kept as linker.log; a failed link raises a
+ * cuda.Error carrying them.
+ *
+ * nvJitLink can end the process: exit(1) for -arch=sm_3 ("fatal : Unknown
+ * arch name 'compute_3'"), a segfault in nvJitLinkAddData when, after one
+ * LTO link in the process, two PTX objects define the same kernel, and
+ * now and then on garbage LTO-IR. No Lua program may crash cudalua, so:
+ *   - the arch is checked when the linker is made (check_arch): a clear
+ *     argument error, naming the archs this toolkit links for;
+ *   - every link runs in a child process (fork) that only calls nvJitLink
+ *     and writes to a pipe, then _exits: the parent reads the linked code,
+ *     the logs and the result as they come, and reports a child that died
+ *     as a cuda.Error ("nvJitLink crashed (signal 11, ...) while adding
+ *     object 2 (ptx)", err.crashed). Each link also starts from the
+ *     parent's untouched nvJitLink state, so no link sees an earlier one's.
+ * What it costs, bench/link_cost.lua (a fresh Linker each link; median of
+ * 40; this 2-core machine, shared, no GPU; before = the same build with
+ * nvJitLink called in the process), three rounds of each, in turn:
+ *     two small PTX objects   11.7-22.3 ms before, 24.4-25.2 ms after
+ *     their LTO-IR            11.5-13.7 ms before, 24.5-37.9 ms after
+ *     (with 1 GB of the process touched: 13-14 ms before, 48-53 ms after)
+ * fork itself takes 0.3 ms for a small process; the rest is nvJitLink
+ * starting cold in every child (2646 page faults in a child's link
+ * against under 40 in a warm process; a link in the parent beforehand
+ * does not warm the children), plus the page tables fork copies, which
+ * grow with the process (about 30 ms a GB here). A link is not a hot path
+ * (once per program, and a ProgramCache keeps its result), so safety wins;
+ * a long-lived helper process would win most of it back. The child: no
+ * Lua, no CUDA (the parent's context and driver threads are not touched;
+ * fork copies only the calling thread), its inherited exit handlers
+ * skipped (exit_at_once), its crash signals back to their defaults; the
+ * parent reads both pipes together (large cubins), retries on EINTR, and
+ * notices a child that exited even if something else holds its pipes. */
 #define _GNU_SOURCE                             /* pipe2, on_exit, strsignal */
 #include <errno.h>
 #include <fcntl.h>
@@ -569,6 +598,21 @@ static int said_error(const Bytes *said)
   return 0;
 }
 
+/* What the child printed, less the "@E@" that nvJitLink's PTX compiler puts
+ * before its error lines. */
+static void add_said(luaL_Buffer *b, const Bytes *said)
+{
+  const char *p = said->data, *end = said->data + said->len;
+  while (p < end) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    const char *next = eol ? eol + 1 : end;
+    if (next - p >= 3 && memcmp(p, "@E@", 3) == 0)
+      p += 3;
+    luaL_addlstring(b, p, (size_t)(next - p));
+    p = next;
+  }
+}
+
 /* Keep the logs as the linker's (index 1): the error log ends with what
  * nvJitLink printed itself. */
 static void keep_logs(lua_State *L, const Reply *r, const Bytes *said)
@@ -580,7 +624,7 @@ static void keep_logs(lua_State *L, const Reply *r, const Bytes *said)
   luaL_addlstring(&b, r->error ? r->error : "", r->error_len);
   if (r->error_len > 0 && said->len > 0 && r->error[r->error_len - 1] != '\n')
     luaL_addchar(&b, '\n');
-  luaL_addlstring(&b, said->data ? said->data : "", said->len);
+  add_said(&b, said);
   luaL_pushresult(&b);
   lua_setiuservalue(L, 1, LINK_ERROR_LOG);
 }
