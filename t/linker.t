@@ -508,11 +508,13 @@ local cuda = require "cuda"
 local function slurp(path) local f <close> = assert(io.open(path, "rb")); return f:read("a") end
 local ir = cuda.ObjectCode.from_ltoir(slurp(arg[1]))
 local pid = math.tointeger(slurp("/proc/self/stat"):match("^%d+"))
-local function fds()
+local function fds()   -- the descriptors open, by probing (a popen'd ls races with popen's own)
   collectgarbage()
-  local ls = io.popen("ls /proc/" .. pid .. "/fd")
-  local n = select(2, ls:read("a"):gsub("\n", ""))
-  ls:close()
+  local n = 0
+  for fd = 0, 1023 do
+    local f = io.open(("/proc/%d/fdinfo/%d"):format(pid, fd))
+    if f then n = n + 1; f:close() end
+  end
   return n
 end
 local before = fds()
