@@ -6,13 +6,20 @@
 -- calls the other's device function) and of the same pair as LTO-IR, each
 -- with a fresh cuda.Linker. With a size in megabytes, the process first
 -- allocates and touches that much host memory (a Lua string), so that the
--- cost of a larger process (page tables that fork copies) shows. Needs no
--- GPU. See bench/README.md and the comment at the top of src/linker.c.
+-- cost of a larger process (page tables that fork copies) shows; on a GPU
+-- it holds a context and that much pinned memory too. Needs no GPU. See bench/README.md and the comment at the top of src/linker.c.
 local cuda = require "cuda"
 
 local runs = math.tointeger(tonumber(arg[1])) or 40
 local megabytes = tonumber(arg[2]) or 0
 local ballast = megabytes > 0 and ("x"):rep(math.floor(megabytes * 2^20)) or nil
+-- With a GPU, the process holds a CUDA context (driver threads, mappings)
+-- and as much pinned memory again, as a real program does when it links.
+local pinned
+if cuda.is_available() then
+  cuda.Device(0):set_current()
+  pinned = cuda.PinnedMemoryResource():allocate(math.max(1, math.floor(megabytes * 2^20)))
+end
 
 local MAIN = [[
 extern __device__ float scale(float x);
@@ -54,3 +61,4 @@ bench("two PTX objects", {compile(MAIN, "ptx"), compile(LIB, "ptx")}, {arch = "s
 bench("two LTO-IR objects", {compile(MAIN, "ltoir", true), compile(LIB, "ltoir", true)},
       {arch = "sm_90", lto = true})
 if ballast then print(("(with %d MB of host memory touched)"):format(#ballast >> 20)) end
+if pinned then print(("(with a CUDA context and %d bytes of pinned memory)"):format(pinned.size)) end
