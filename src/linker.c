@@ -27,6 +27,8 @@
  *     two small PTX objects   11.7-22.3 ms before, 24.4-25.2 ms after
  *     their LTO-IR            11.5-13.7 ms before, 24.5-37.9 ms after
  *     (with 1 GB of the process touched: 13-14 ms before, 48-53 ms after)
+ * and at a busier half hour, 26-27 ms before, 43-52 ms after (PTX), 22-26
+ * before, 55-60 after (LTO-IR): a small link takes about twice as long.
  * fork itself takes 0.3 ms for a small process; the rest is nvJitLink
  * starting cold in every child (2646 page faults in a child's link
  * against under 40 in a warm process; a link in the parent beforehand
