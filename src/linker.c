@@ -34,7 +34,7 @@
  * against under 40 in a warm process; a link in the parent beforehand
  * does not warm the children), plus the page tables fork copies, which
  * grow with the process (about 30 ms a GB here). A link is not a hot path
- * (once per program, and a ProgramCache keeps its result), so safety wins;
+ * (once per program, and pc:store can keep its result), so safety wins;
  * a long-lived helper process would win most of it back. The child: no
  * Lua, no CUDA (the parent's context and driver threads are not touched;
  * fork copies only the calling thread), its inherited exit handlers
