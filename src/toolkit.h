@@ -23,7 +23,8 @@
   X(nvrtcDestroyProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize)   \
   X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)               \
   X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetLTOIRSize) X(nvrtcGetLTOIR)   \
-  X(nvrtcAddNameExpression) X(nvrtcGetLoweredName)
+  X(nvrtcAddNameExpression) X(nvrtcGetLoweredName)                          \
+  X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)
 
 #define CL_NVJITLINK_API(X)                                                 \
   X(nvJitLinkVersion) X(nvJitLinkCreate) X(nvJitLinkDestroy)                \

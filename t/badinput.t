@@ -461,6 +461,25 @@ drow("PinnedMemoryResource: numa_id a string", "cuda.PinnedMemoryResource{numa_i
 drow("PinnedMemoryResource: numa_id negative", "cuda.PinnedMemoryResource{numa_id = -2}", "field 'numa_id' must be >= 0")
 drow("PinnedMemoryResource: numa_id without a pool", "cuda.PinnedMemoryResource{numa_id = 0, pool = false}", "pool = false contradicts")
 drow("trim_graph_memory on a string", "f.dev.trim_graph_memory('x')", "cuda%.Device expected")
+-- Linker: archs nvJitLink must not be given (it ended the process for "3")
+local LINK_PTX = "cuda.ObjectCode.from_ptx('.version 8.0\\n.target sm_90\\n.address_size 64\\n')"
+for _, arch in ipairs{"3", "sm_3", "sm_9", "sm_09", "lto_7", "compute_1", "sm_", "", "sm_90 -foo", "sm_90aa", "sm_12345", "gfx90a"} do
+  row(("Linker: arch %q"):format(arch), ("cuda.Linker({%s}, {arch = %q})"):format(LINK_PTX, arch),
+      "option 'arch': '.*' is not an architecture name")
+end
+for _, arch in ipairs{"sm_50", "sm_101", "compute_35", "9999"} do
+  row(("Linker: arch %q"):format(arch), ("cuda.Linker({%s}, {arch = %q})"):format(LINK_PTX, arch),
+      "is not an architecture this toolkit links for; it links for 75")
+end
+row("Linker: arch a number", "cuda.Linker({" .. LINK_PTX .. "}, {arch = 90})", "field 'arch' must be a string")
+row("Linker: arch a table", "cuda.Linker({" .. LINK_PTX .. "}, {arch = {}})", "field 'arch' must be a string")
+row("Linker: objects a string", "cuda.Linker('x', {arch = 'sm_90'})", "table expected")
+row("Linker: link a bad target", "cuda.Linker({" .. LINK_PTX .. "}, {arch = 'sm_90'}):link('exe')", "invalid option 'exe'")
+row("Linker: duplicate kernels", "local o = cuda.Program('extern \"C\" __global__ void k() {}', 'c++', {arch = 'sm_90', relocatable_device_code = true}):compile('ptx') return cuda.Linker({o, o}, {arch = 'sm_90'}):link('cubin')",
+    "Multiple definition of 'k'")
+row("Linker: garbage LTO-IR", "cuda.Linker({cuda.ObjectCode.from_ltoir('\\xed\\x43\\x4e\\x7f' .. ('\\xa5'):rep(64))}, {arch = 'sm_90', lto = true}):link('cubin')",
+    "[Ll]ink[a-z]* [cf]")   -- "linking failed: ..." or, now and then, "nvJitLink crashed (signal 11 ..."
+
 -- metamethods on the wrong types
 local registry = debug.getregistry()
 for _, tname in ipairs{"cuda.Device", "cuda.Stream", "cuda.Event", "cuda.Buffer", "cuda.View", "cuda.Program",

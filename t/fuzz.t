@@ -318,6 +318,22 @@ local actions = {
       if math.random(2) == 1 then h:close() else return h.fd, tostring(h) end end end,
   function() local h = pick("phandle"); if h and fakecuda then add("mr", cuda.ipc_pool_open(h.fd, any())) end end,
   function() local e, mr = pick("export"), pick("mr"); if e then add("buffer", cuda.ipc_open(e.handle, any(), mr)) end end,
+  -- links nvJitLink must survive (it runs in a child process): garbage
+  -- LTO-IR and PTX, the same object twice, archs that ended the process
+  -- ("3", "lto_7") and any value as arch; an eighth of the time (a link forks)
+  function() if math.random(8) == 1 then
+      local junk = {} for i = 1, math.random(0, 256) do junk[i] = string.char(math.random(0, 255)) end
+      junk = table.concat(junk)
+      local o = math.random(2) == 1 and cuda.ObjectCode.from_ltoir("\xed\x43\x4e\x7f" .. junk)
+                or cuda.ObjectCode.from_ptx(".version 8.0\n.target sm_" .. dev.arch .. "\n.address_size 64\n" .. junk)
+      local other = pick("obj") or o
+      add("obj", cuda.Linker({o, other}, {arch = "sm_" .. dev.arch, lto = math.random(2) == 1}):link("cubin")) end end,
+  function() local o = pick("obj"); if o and math.random(8) == 1 then
+      add("obj", cuda.Linker({o, o}, {arch = "sm_" .. dev.arch, lto = math.random(2) == 1}):link(math.random(4) == 1 and "ptx" or "cubin")) end end,
+  function() local o = pick("obj"); if o then
+      local archs = {"3", "sm_3", "sm_09", "lto_7", "sm_50", "compute_" .. dev.arch, "sm_" .. dev.arch .. "a", any()}
+      local linker = cuda.Linker({o}, {arch = archs[math.random(#archs)]})
+      if math.random(8) == 1 then add("obj", linker:link("cubin")) end end end,
 }
 
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro

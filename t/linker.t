@@ -337,6 +337,201 @@ io.write(tostring(err.message))
          "without nvJitLink a link raises one sentence naming the library")
 end
 
+-- --- nvJitLink cannot take the process down ---------------------------------------------
+-- nvJitLink ends the process (exit 1, "fatal : Unknown arch name 'compute_3'")
+-- for -arch=sm_3, and after one LTO link it segfaults in nvJitLinkAddData on
+-- two PTX objects that define the same kernel. The arch is refused when the
+-- linker is made; every link runs in a child process, so a crash there is a
+-- cuda.Error here. Each case runs in a process of its own, which must live.
+
+local function run_script(source, env)
+  local script = tmp .. "/nvjitlink_case.lua"
+  write(script, source)
+  return t.run((env or "") .. " " .. cudalua .. " " .. script)
+end
+
+local PRELUDE = [[
+local cuda = require "cuda"
+local function rdc(source, target, lto)
+  return cuda.Program(source, "c++", {arch = "sm_90", relocatable_device_code = true,
+                                      link_time_optimization = lto}):compile(target)
+end
+local K = 'extern "C" __global__ void k(float *x) { x[0] = 1; }'
+local function try(f) local ok, err = pcall(f); return ok and "ok" or tostring(err) end
+]]
+
+do
+  for _, arch in ipairs{"3", "sm_3", "sm_9", "sm_09", "lto_7", "compute_1"} do
+    local code, out = run_script(PRELUDE .. ([[
+local ptx = rdc(K, "ptx")
+io.write(try(function() return cuda.Linker({ptx}, {arch = "sm_90"}):link("cubin") end), "\n")
+io.write(try(function() return cuda.Linker({ptx}, {arch = %q}):link("cubin") end), "\n")
+]]):format(arch))
+    t.ok(code == 0 and out:find("^ok\n") and out:find("option 'arch': '[%w_]+' is not an architecture name"),
+         ("arch %q after a link: refused clearly, and the process lives (exit %s: %s)"):format(arch, code, out))
+  end
+  t.raises(function() cuda.Linker({main_ir}, {arch = "sm_50", lto = true}) end,
+           "'sm_50' is not an architecture this toolkit links for; it links for 75, 80",
+           "an arch this toolkit does not support names those it does")
+  t.raises(function() cuda.Linker({main_ir}, {arch = "sm_101"}) end, "sm_101' is not an architecture this",
+           "sm_101 (gone from CUDA 13) is refused")
+  for _, arch in ipairs{"sm_90a", "sm_100f", "compute_90", "lto_90", "120"} do
+    t.ok(pcall(cuda.Linker, {main_ir}, {arch = arch}), "arch " .. arch .. " is accepted")
+  end
+  t.raises(function() cuda.Linker({main_ir}, {arch = "sm_90 -foo"}) end, "not an architecture name",
+           "an arch with more after it is refused")
+
+  -- the duplicate definition: after an LTO link, and without one
+  for _, case in ipairs{{"ptx", true}, {"cubin", true}, {"ptx", false}, {"cubin", false}} do
+    local code, out = run_script(PRELUDE .. ([[
+if %s then
+  assert(cuda.Linker({rdc(%q, "ltoir", true), rdc(%q, "ltoir", true)}, {arch = "sm_90", lto = true}):link("cubin"))
+end
+local a, b = rdc(K, %q), rdc(K, %q)
+local ok, err = pcall(function() return cuda.Linker({a, b}, {arch = "sm_90"}):link("cubin") end)
+io.write(tostring(ok), "\t", tostring(getmetatable(err) == cuda.Error), "\t", tostring(err))
+]]):format(tostring(case[2]), LTO_MAIN, LTO_LIB, case[1], case[1]))
+    t.ok(code == 0 and out:find("^false\ttrue\t") and out:find("Multiple definition of 'k'", 1, true),
+         ("two %s objects defining k%s: a cuda.Error naming k (exit %s: %s)"):format(
+           case[1], case[2] and ", after an LTO link" or "", code, out))
+  end
+  local lok, lerr = pcall(function()
+    local a = cuda.Program(LTO_LIB .. 'extern "C" __global__ void k(float *x) { x[0] = 1; }', "c++",
+                           {arch = "sm_90", relocatable_device_code = true}):compile("ptx")
+    return cuda.Linker({a, a}, {arch = "sm_90"}):link("cubin")
+  end)
+  lerr = type(lerr) == "table" and lerr or {}
+  t.ok(not lok and lerr.name == "NVJITLINK_ERROR_INVALID_INPUT" and lerr.log:find("Multiple definition", 1, true),
+       "the same object twice: NVJITLINK_ERROR_INVALID_INPUT, the log says why")
+end
+
+-- A stand-in nvJitLink (CUDALUA_NVJITLINK) that crashes, exits, prints or
+-- hands back a large cubin, as FAKE_NVJITLINK says: what the child process
+-- must turn into errors or bytes, deterministically.
+local FAKE_NVJITLINK = [[
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+typedef struct { int added; } Handle;
+static const char *mode(void) { const char *m = getenv("FAKE_NVJITLINK"); return m ? m : ""; }
+static char *output; static size_t output_size;
+int nvJitLinkVersion(unsigned *major, unsigned *minor) { *major = 13; *minor = 0; return 0; }
+int nvJitLinkCreate(Handle **h, uint32_t n, const char **opts)
+{
+  (void)n; (void)opts;
+  if (strcmp(mode(), "exit") == 0) { fprintf(stderr, "fatal   : the stand-in exits\n"); exit(3); }
+  *h = calloc(1, sizeof **h);
+  return 0;
+}
+int nvJitLinkDestroy(Handle **h) { free(*h); *h = NULL; return 0; }
+int nvJitLinkAddData(Handle *h, int type, const void *data, size_t size, const char *name)
+{
+  (void)type; (void)data; (void)size; (void)name;
+  if (++h->added == 2 && strcmp(mode(), "segv") == 0) { puts("about to crash"); fflush(stdout); raise(SIGSEGV); }
+  return 0;
+}
+int nvJitLinkComplete(Handle *h)
+{
+  (void)h;
+  if (strcmp(mode(), "abort") == 0) abort();
+  FILE *f = fopen(getenv("FAKE_NVJITLINK_CUBIN"), "rb");
+  if (!f) return 6;
+  output_size = strtoull(getenv("FAKE_NVJITLINK_SIZE"), NULL, 10);
+  output = calloc(1, output_size);
+  size_t got = fread(output, 1, output_size, f);
+  fclose(f);
+  return got > 0 ? 0 : 6;
+}
+int nvJitLinkGetLinkedCubinSize(Handle *h, size_t *size) { (void)h; *size = output_size; return 0; }
+int nvJitLinkGetLinkedCubin(Handle *h, void *cubin) { (void)h; memcpy(cubin, output, output_size); return 0; }
+int nvJitLinkGetLinkedPtxSize(Handle *h, size_t *size) { (void)h; *size = 0; return 0; }
+int nvJitLinkGetLinkedPtx(Handle *h, char *ptx) { (void)h; (void)ptx; return 0; }
+int nvJitLinkGetErrorLogSize(Handle *h, size_t *size) { (void)h; *size = 1; return 0; }
+int nvJitLinkGetErrorLog(Handle *h, char *log) { (void)h; log[0] = 0; return 0; }
+int nvJitLinkGetInfoLogSize(Handle *h, size_t *size) { (void)h; *size = 6; return 0; }
+int nvJitLinkGetInfoLog(Handle *h, char *log) { (void)h; memcpy(log, "fake\n", 6); return 0; }
+]]
+
+do
+  local so = tmp .. "/libfake_nvjitlink.so"
+  write(tmp .. "/fake_nvjitlink.c", FAKE_NVJITLINK)
+  local cc = os.getenv("CC") or "cc"
+  local built = t.run(("%s -shared -fPIC -o '%s' '%s/fake_nvjitlink.c'"):format(cc, so, tmp, tmp)) == 0
+  if not built then
+    t.skip("no C compiler to build the stand-in nvJitLink", 9)
+  else
+    local cubin_file = tmp .. "/linked.cubin"
+    write(cubin_file, linked.code)
+    local size = 48 * 1024 * 1024 + 17           -- far past a pipe's buffer
+    local env = ("CUDALUA_NVJITLINK='%s' FAKE_NVJITLINK_CUBIN='%s' FAKE_NVJITLINK_SIZE=%d"):format(
+      so, cubin_file, size)
+    local case = [[
+local cuda = require "cuda"
+local ir = cuda.ObjectCode.from_ltoir(io.open(arg[1], "rb"):read("a"))
+io.write("unflushed ")
+local linker = cuda.Linker({ir, ir}, {arch = "sm_90", lto = true})
+local ok, err = pcall(linker.link, linker, "cubin")
+if ok then
+  local want = io.open(arg[2], "rb"):read("a")
+  io.write("linked ", #err.code, " ", tostring(err.code:sub(1, #want) == want), " ", linker.info_log)
+else
+  io.write(tostring(getmetatable(err) == cuda.Error), "|", tostring(err.crashed), "|", tostring(err.signal),
+           "|", tostring(err.exit_status), "|", tostring(err.api), "|", err.message)
+end
+]]
+    write(tmp .. "/main.ltoir", main_ir.code)
+    local function fake(mode)
+      local script = tmp .. "/fake_case.lua"
+      write(script, case)
+      return t.run(("%s FAKE_NVJITLINK=%s %s %s '%s/main.ltoir' '%s'"):format(env, mode, cudalua, script, tmp, cubin_file))
+    end
+    local code, out = fake("segv")
+    t.like(out, "^unflushed true|true|11|nil|nvJitLinkAddData|nvJitLink crashed %(signal 11, [^)]+%) while adding object 2 %(ltoir%)",
+           "a segfault in nvJitLinkAddData: a cuda.Error naming the signal and the object")
+    t.ok(code == 0 and out:find("about to crash", 1, true), "with what it printed, and the process lives")
+    code, out = fake("exit")
+    t.like(out, "^unflushed true|true|nil|3|nvJitLinkCreate|nvJitLink ended its process %(exit status 3%) while creating the link handle: fatal   : the stand%-in exits",
+           "exit() inside nvJitLink: the status, the stage and the message")
+    t.is(select(2, out:gsub("unflushed", "")), 1, "what the script wrote before is not written twice")
+    code, out = fake("abort")
+    t.like(out, "^unflushed true|true|6|nil|nvJitLinkComplete|nvJitLink crashed %(signal 6, [^)]+%) while completing the link",
+           "abort() in nvJitLinkComplete")
+    code, out = fake("big")
+    t.is(out, ("unflushed linked %d true fake\n"):format(size), "a 48 MB cubin comes back whole through the pipe")
+    t.is(code, 0, "and the process exits 0")
+    -- many links: no descriptor, child or memory left behind
+    write(tmp .. "/many.lua", [[
+local cuda = require "cuda"
+local function slurp(path) local f <close> = assert(io.open(path, "rb")); return f:read("a") end
+local ir = cuda.ObjectCode.from_ltoir(slurp(arg[1]))
+local pid = math.tointeger(slurp("/proc/self/stat"):match("^%d+"))
+local function fds()   -- the descriptors open, by probing (a popen'd ls races with popen's own)
+  collectgarbage()
+  local n = 0
+  for fd = 0, 1023 do
+    local f = io.open(("/proc/%d/fdinfo/%d"):format(pid, fd))
+    if f then n = n + 1; f:close() end
+  end
+  return n
+end
+local before = fds()
+for _ = 1, 40 do
+  local linker = cuda.Linker({ir, ir}, {arch = "sm_90", lto = true})
+  pcall(linker.link, linker, "cubin")
+end
+local children = slurp(("/proc/%d/task/%d/children"):format(pid, pid))
+io.write(fds() - before, " [", (children:gsub("%s", "")), "]")
+]])
+    code, out = t.run(("%s FAKE_NVJITLINK=segv FAKE_NVJITLINK_SIZE=64 %s '%s/many.lua' '%s/main.ltoir'"):format(env, cudalua, tmp, tmp))
+    t.is(out, "0 []", "40 crashed links leave no descriptor open and no child behind")
+    code, out = t.run(("%s FAKE_NVJITLINK=big FAKE_NVJITLINK_SIZE=4096 %s '%s/many.lua' '%s/main.ltoir'"):format(env, cudalua, tmp, tmp))
+    t.is(out, "0 []", "nor do 40 good ones")
+  end
+end
+
 -- --- on the GPU: launch both examples and verify ------------------------------------------
 
 if not cuda.is_available() then
