@@ -571,8 +571,8 @@ static int run_field(lua_State *L, cl_NvmlDevice *nd, size_t k, int nreturn)
   if (nvml_live(L) && fields[k].read(L, nd))
     return 1;
   lua_pushnil(L);
-  lua_insert(L, -2);
-  return nreturn;
+  lua_insert(L, -2);   /* nil, reason */
+  return nreturn == 1 ? (lua_pop(L, 1), 1) : 2;
 }
 
 static size_t find_field(const char *key)
