@@ -8,7 +8,7 @@ local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local sys = cuda.system
 
-t.plan(76)
+t.plan(81)
 math.randomseed(os.time())
 
 -- run a chunk in a child under the fake driver with extra environment
@@ -172,3 +172,19 @@ rc2, out = child("FAKENVML_INIT_FAIL=9", probe)
 t.like(out, "^false\tNVML could not start: nvmlInit_v2: Driver Not Loaded\n0\tnil\tnil\ntrue\t1\t64\n",
        "nvmlInit_v2 fails: one sentence, the rest works")
 t.is(rc2, 1, "nvmlInit_v2 fails: Device raises")
+
+-- --- device_query prints NVML's view, or why there is none ---------------------
+local json = t.tmpdir() .. "/dq.json"
+rc, out, err = t.run(fake.env("FAKENVML_THROTTLE=900:0:0x24 ") .. t.cudalua() .. " device_query --json " .. json)
+t.is(rc, 0, "device_query under the fake NVML" .. err)
+t.like(out, "\nNVML: driver 580%.65%.06, NVML 13%.580%.65%.06, devices: 1\nNVML device for CUDA device 0: Fake CUDA Device 0 %(00000000:18:00%.0%)\n"
+  .. "  SM clock +900 MHz %(max 1980, application 1755%)\n.*  Clock%-event reasons +sw_power_cap, sw_thermal_slowdown\n"
+  .. ".*  Peak DRAM bandwidth +3352%.3 GB/s\n.*  NVLink +17 of 18 links active\n", "device_query: the NVML section")
+local report = require("cuda.json").decode(t.read_file(json) or "{}")
+local entry = report.details and report.details.devices[1].nvml or {}
+t.ok(entry.peak_memory_bandwidth == 2 * 2619 * 10^6 * 640 and entry.clocks.sm == 900 and entry.pcie.max_generation == 5,
+     "device_query --json: the NVML readings under details")
+rc, out = t.run(fake.env("CUDALUA_LIBNVML=/nonexistent ") .. t.cudalua() .. " device_query")
+t.is(rc, 0, "device_query without NVML still runs")
+t.like(out, "\nNVML: not available: NVML %(the NVIDIA Management Library%) was not found: /nonexistent: [^\n]+\n$",
+       "device_query without NVML: the one sentence, last")
