@@ -8,7 +8,7 @@ local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local sys = cuda.system
 
-t.plan(81)
+t.plan(82)
 math.randomseed(os.time())
 
 -- run a chunk in a child under the fake driver with extra environment
@@ -71,6 +71,14 @@ local links = nd.nvlink
 t.is(#links, 18, "nvlink: 18 links")
 t.ok(links[1] and links[17] and not links[18], "nvlink: every link up but the last")
 t.is(nd.no_such_field, nil, "an unknown field is nil")
+
+-- nd:clock runs between benchmark samples: it must allocate nothing
+nd:clock("sm")
+collectgarbage(); collectgarbage("stop")
+local kb = collectgarbage("count")
+for _ = 1, 10000 do nd:clock("sm") end
+t.is(collectgarbage("count") - kb, 0.0, "nd:clock allocates nothing")
+collectgarbage("restart")
 
 -- --- the fake throttle -------------------------------------------------------
 local mhz, calls = math.random(300, 1900), math.random(1, 5)
