@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cl.h"
+#include "nvml.h"
 
 #ifndef CUDALUA_PKGDATADIR
 #define CUDALUA_PKGDATADIR "/usr/local/share/cudalua"
@@ -56,5 +57,6 @@ int luaopen_cuda(lua_State *L)
   cl_open_texture(L);
   cl_open_vmm(L);
   cl_open_tensormap(L);
+  cl_open_nvml(L);
   return 1;
 }

@@ -480,6 +480,24 @@ row("Linker: duplicate kernels", "local o = cuda.Program('extern \"C\" __global_
 row("Linker: garbage LTO-IR", "cuda.Linker({cuda.ObjectCode.from_ltoir('\\xed\\x43\\x4e\\x7f' .. ('\\xa5'):rep(64))}, {arch = 'sm_90', lto = true}):link('cubin')",
     "[Ll]ink[a-z]* [cf]")   -- "linking failed: ..." or, now and then, "nvJitLink crashed (signal 11 ..."
 
+-- cuda.system (NVML, src/nvml.c): arguments are checked before NVML is opened
+row("system.is_available: an argument", "cuda.system.is_available(1)", "unexpected argument")
+row("system.device_count: an argument", "cuda.system.device_count({})", "unexpected argument")
+row("system.Device: a string", "cuda.system.Device('x')", "cuda%.Device expected")
+row("system.Device: negative", "cuda.system.Device(-1)", "device id must be >= 0")
+row("system.Device: a float", "cuda.system.Device(0.5)", "device id must be an integer, got 0.5")
+row("system.Device: two arguments", "cuda.system.Device(0, 0)", "unexpected argument")
+row("system.get_driver_version: two arguments", "cuda.system.get_driver_version(true, 1)", "unexpected argument")
+row("system.Device.__tostring on a number", "debug.getregistry()['cuda.system.Device'].__tostring(5)", "cuda%.system%.Device expected")
+drow("system.Device: out of range ordinal", "cuda.system.Device(99)", "")
+drow("system clock: a bad kind", "cuda.system.Device(0):clock('shader')", "clock kind must be \"sm\", \"memory\", \"graphics\" or \"video\", got 'shader'")
+drow("system clock: a number kind", "cuda.system.Device(0):clock(1)", "clock kind %(a string%) expected, got number")
+drow("system clock: no kind", "cuda.system.Device(0):clock()", "clock kind %(a string%) expected, got no value")
+drow("system max_clock: an extra argument", "cuda.system.Device(0):max_clock('sm', 1)", "unexpected argument")
+drow("system application_clock on a string", "cuda.system.Device(0).application_clock('x', 'sm')", "cuda%.system%.Device expected")
+drow("system get: an unknown field", "cuda.system.Device(0):get('temprature')", "no field 'temprature' of cuda%.system%.Device")
+drow("system get: a table", "cuda.system.Device(0):get({})", "string expected")
+drow("system clock_event_reasons: an argument", "cuda.system.Device(0):clock_event_reasons(1)", "unexpected argument")
 -- metamethods on the wrong types
 local registry = debug.getregistry()
 for _, tname in ipairs{"cuda.Device", "cuda.Stream", "cuda.Event", "cuda.Buffer", "cuda.View", "cuda.Program",

@@ -12,10 +12,11 @@ local M = {}
 
 local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
--- Environment assignments that put a command under the fake driver.
+-- Environment assignments that put a command under the fake driver (and
+-- the fake NVML in the same .so, t/fake/nvml.c).
 function M.env(extra)
   local so = os.getenv("CUDALUA_FAKE_LIBCUDA")
-  return ("CUDALUA_LIBCUDA=%s LUA_CPATH=%s %s"):format(quote(so),
+  return ("CUDALUA_LIBCUDA=%s CUDALUA_LIBNVML=%s LUA_CPATH=%s %s"):format(quote(so), quote(so),
     quote(so:gsub("[^/]*$", "?.so") .. ";;"), extra or "")
 end
 

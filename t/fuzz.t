@@ -334,6 +334,30 @@ local actions = {
       local archs = {"3", "sm_3", "sm_09", "lto_7", "sm_50", "compute_" .. dev.arch, "sm_" .. dev.arch .. "a", any()}
       local linker = cuda.Linker({o}, {arch = archs[math.random(#archs)]})
       if math.random(8) == 1 then add("obj", linker:link("cubin")) end end end,
+  -- cuda.system (NVML): devices by any argument, every field and clock read
+  -- with any kind, NVML failures and throttles injected into the fake's
+  function() add("nd", cuda.system.Device(math.random(2) == 1 and 0 or any())) end,
+  function() local nd = pick("nd"); if nd then
+      local kinds = {"sm", "memory", "graphics", "video"}
+      return nd:clock(math.random(2) == 1 and kinds[math.random(4)] or any()), nd:max_clock(kinds[math.random(4)]),
+             nd:application_clock(kinds[math.random(4)]), nd:clock_event_reasons() end end,
+  function() local nd = pick("nd"); if nd then
+      local fields = {"temperature", "power_usage", "power_limit", "utilization", "pcie", "ecc", "persistence_mode",
+                      "compute_mode", "mig_mode", "nvlink", "peak_memory_bandwidth", "memory_bus_width", "name",
+                      "uuid", "pci_bus_id", "index", "id", "device"}
+      local f = fields[math.random(#fields)]
+      return nd[f], nd:get(math.random(2) == 1 and f or any()), nd[any()], tostring(nd) end end,
+  function() return cuda.system.is_available(), cuda.system.device_count(), cuda.system.driver_version,
+                    cuda.system.nvml_version, cuda.system.get_driver_version(any()) end,
+  function() if fakecuda then
+      if math.random(2) == 1 then fakecuda.nvml_throttle(math.random(100, 1900), math.random(0, 4), math.random(0, 0x3ff))
+      else
+        local names = {"nvmlDeviceGetClockInfo", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetTemperatureV",
+                       "nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByUUID", "nvmlDeviceGetPciInfo_v3",
+                       "nvmlDeviceGetCurrentClocksEventReasons", "nvmlSystemGetDriverVersion"}
+        fakecuda.nvml_fail(names[math.random(#names)], math.random(1, 3), ({3, 15, 999})[math.random(3)])
+      end end end,
+  function() local nd, s = pick("nd"), pick("stream"); if nd then s:wait(nd) end end,
 }
 
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro
