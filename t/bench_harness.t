@@ -148,6 +148,27 @@ t.ok(tags["nv/cold/time/gpu/mean"] and tags["nv/cold/time/gpu/stdev/relative"] a
   and tags["nv/cold/bw/global/utilization"], "json: the cold, batch and bandwidth summaries")
 t.like(t.read_file(dir .. "/out.csv") or "", "^Benchmark,Device,T,Bytes,Skipped,Samples", "csv: a header line")
 
+-- cudalua compare on two NVBench JSON files: noise-aware verdicts
+local nvc = require "cuda.bench_compare"
+t.is(nvc.verdict(1.0, 0.01, 0.995, 0.02), "same", "compare: a difference within the smaller noise is the same")
+t.is(nvc.verdict(1.0, 0.01, 0.9, 0.02), "faster", "compare: 10% less time, 1% noise: faster")
+t.is(nvc.verdict(1.0, 0.01, 1.1, 0.02), "slower", "compare: 10% more time: slower")
+t.is(nvc.verdict(1.0, nil, 1.1, nil), "undecided", "compare: no noise estimate: undecided")
+local doc2 = json.decode(t.read_file(json_path) or "{}")
+for _, s in ipairs(doc2.benchmarks[2].states[1].summaries) do
+  if s.tag == "nv/cold/time/gpu/mean" then s.data[1].value = tostring(tonumber(s.data[1].value) * 3) end
+  if s.tag == "nv/cold/time/gpu/stdev/relative" then s.data[1].value = "0.01" end
+end
+for _, s in ipairs(doc.benchmarks[2].states[1].summaries) do
+  if s.tag == "nv/cold/time/gpu/stdev/relative" then s.data[1].value = "0.01" end
+end
+t.write_file(dir .. "/ref.json", json.encode(doc))
+t.write_file(dir .. "/cmp.json", json.encode(doc2))
+code, out, err = t.run(("%s compare '%s/ref.json' '%s/cmp.json'"):format(cudalua, dir, dir))
+t.is(code, 0, "compare: NVBench JSON files" .. err)
+t.like(out, "| Device=0 Duration_us=10 | [^\n]* | SLOWER |", "compare: three times the time is slower")
+t.like(out, "%d+ states: ", "compare: a count of verdicts")
+
 -- a benchmark that raises; the others still run
 t.write_file(dir .. "/raises.lua", [[
 local bench = require "cuda.bench"
