@@ -87,3 +87,9 @@ bench.register(cpu)
   :set_name("cpu")
   :set_is_cpu_only(true)
   :add_int64_axis("Iterations", {1000, 100000})
+
+-- Run directly (cudalua bench_example [options]), the file runs its own
+-- benchmarks with cudalua bench's options; under cudalua bench it only registers them.
+if not require("cuda.bench_harness").loading then
+  require("cuda.bench_cli").main(arg, "bench_example", require("cuda.results").description(), bench.registered())
+end
