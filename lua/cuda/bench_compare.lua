@@ -23,6 +23,27 @@ local function summary_value(state, tag)
   return nil
 end
 
+-- A state's key independent of how a tool spells its name: the device and
+-- each axis value ("T=double", "Bytes=65536"), sorted.
+function M.state_key(state)
+  local words = {"device=" .. tostring(state.device)}
+  for _, av in ipairs(state.axis_values or {}) do words[#words + 1] = tostring(av.name) .. "=" .. tostring(av.value) end
+  table.sort(words)
+  return "\0" .. table.concat(words, " ")
+end
+
+-- The number value of a state's summary tag, or nil.
+function M.value(state, tag)
+  for _, s in ipairs(state.summaries or {}) do
+    if s.tag == tag then
+      for _, d in ipairs(s.data or {}) do
+        if d.name == "value" then return tonumber(d.value) end
+      end
+    end
+  end
+  return nil
+end
+
 local TIME = {"nv/cold/time/gpu/mean", "nv/cpu_only/time/cpu/mean"}
 local NOISE = {"nv/cold/time/gpu/stdev/relative", "nv/cpu_only/time/cpu/stdev/relative"}
 
@@ -52,9 +73,12 @@ function M.compare(ref, cmp)
     local rb = ref_benches[cb.name]
     if rb then
       local ref_states = {}
-      for _, s in ipairs(rb.states or {}) do ref_states[s.name] = s end
+      for _, s in ipairs(rb.states or {}) do
+        ref_states[s.name] = s
+        ref_states[M.state_key(s)] = ref_states[M.state_key(s)] or s
+      end
       for _, cs in ipairs(cb.states or {}) do
-        local rs = ref_states[cs.name]
+        local rs = ref_states[cs.name] or ref_states[M.state_key(cs)]
         local rt, rn
         if rs then rt, rn = figure(rs) end
         local ct, cn = figure(cs)
