@@ -184,6 +184,30 @@ t.like(out, "## good\n\n### [^\n]*\n\n| Samples |", "the other benchmarks still 
 t.like(out, "no axis of that name", "a missing axis value is reported")
 t.like(out, "skipped %(not today%)", "a skipped state says why")
 
+-- a blocking kernel that times out (the GPU's side simulated: the launch of
+-- the blocking kernel sets its timed-out word) fails its state, the others run
+t.write_file(dir .. "/blocked.lua", [[
+local bench = require "cuda.bench"
+local cuda = require "cuda"
+local measure = require "cuda.bench_measure"
+local launch = cuda.launch
+cuda.launch = function(s, c, k, ...)
+  local h = measure.helpers(s.device)
+  local r = launch(s, c, k, ...)
+  if k == h.block and os.getenv("BLOCK_TIMEOUT") then h.timed_out_view[1] = 1 end
+  return r
+end
+bench.register(function(state) state:exec(function() end) end):set_name("held")
+bench.register(function(state) state:exec(function(l, timer) timer:start(); timer:stop() end, {timer = true}) end)
+  :set_name("timed")
+]])
+code, out, err = t.run((bench_cmd(dir .. "/blocked.lua", "--stopping-criterion sample_count"):gsub("&& ", "&& BLOCK_TIMEOUT=1 ", 1)))
+t.is(code, 1, "a blocking kernel that timed out: exit 1")
+t.like(err, "Fail: the blocking kernel timed out after 30 s", "the timeout is reported")
+t.like(out, "## timed\n\n### [^\n]*\n\n| Samples |", "the timer-mode benchmark (no blocker) still ran")
+code, out, err = t.run(bench_cmd(dir .. "/blocked.lua", "--stopping-criterion sample_count"))
+t.is(code, 0, "without the timeout both run" .. err)
+
 -- bad input before anything runs
 code, out, err = t.run(bench_cmd(src .. "/scripts/bench_example.lua", "-a 'Nope=[1]'"))
 t.is(code, 2, "an override naming no axis: exit 2")

@@ -159,7 +159,9 @@ function M.cold(fn, cfg)
   local start <close> = dev:create_event{timing = true}
   local stop <close> = dev:create_event{timing = true}
   local flush, flush_buf = l2_flusher(dev, stream, cfg.l2_bytes)
-  local blocking = cfg.blocking and not cfg.sync and not cfg.run_once
+  -- no blocker for work that synchronizes, or that brackets its own region
+  -- (it may wait on the stream inside the bracket)
+  local blocking = cfg.blocking and not cfg.sync and not cfg.timer and not cfg.run_once
   local block = blocking and blocker(dev, stream, cfg.blocking_timeout or 30)
   local timer = cfg.timer and setmetatable({stream = stream, start_event = start, stop_event = stop,
     clock = clock, cpu0 = 0, started = false, stopped = false}, Timer) or nil
