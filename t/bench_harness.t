@@ -208,6 +208,15 @@ t.like(out, "## timed\n\n### [^\n]*\n\n| Samples |", "the timer-mode benchmark (
 code, out, err = t.run(bench_cmd(dir .. "/blocked.lua", "--stopping-criterion sample_count"))
 t.is(code, 0, "without the timeout both run" .. err)
 
+-- without a driver: GPU benchmarks say why (exit 2); cpu-only ones still run
+local nodrv = ("cd '%s' && CUDALUA_LIBCUDA=/nonexistent %s bench '%s/scripts/bench_example.lua' --timeout 0.01 -q "):format(dir, cudalua, src)
+code, out, err = t.run(nodrv)
+t.is(code, 2, "no driver: exit 2")
+t.like(err, "no CUDA device to run on %(no NVIDIA driver found", "no driver: it says why")
+code, out, err = t.run(nodrv .. "-b cpu -a 'Iterations=[3]'")
+t.is(code, 0, "no driver: a cpu-only benchmark runs" .. err)
+t.like(out, "|%s+3 |%s+%d+x |", "no driver: its row")
+
 -- bad input before anything runs
 code, out, err = t.run(bench_cmd(src .. "/scripts/bench_example.lua", "-a 'Nope=[1]'"))
 t.is(code, 2, "an override naming no axis: exit 2")

@@ -23,21 +23,22 @@ function M.options(parser)
   parser:flag("-l --list", "List the devices and benchmarks (their axes) without running them.")
   parser:option("-b --benchmark", "Run only this benchmark (name or index from --list); repeatable.")
     :count("*"):argname("NAME")
-  parser:option("-d --devices", "Device ids to run on: all or a list such as 0,1 (default: 0).", "0")
+  parser:option("-d --devices", "Device ids to run on: all or a list such as 0,1.", "0"):argname("IDS")
   parser:option("-a --axis", "Override an axis: 'Name=v', 'Name=[v1,v2]', 'Name=[start:stop:step]', " ..
     "'Bytes[pow2]=[16:28:4]' (exponents); repeatable.")
     :count("*"):argname("SPEC")
-  parser:option("--min-samples", "Least number of samples per state."):convert(cli.positive_integer)
+  parser:option("--min-samples", "Least number of samples per state (default 10)."):convert(cli.positive_integer)
+    :argname("N")
   parser:option("--max-noise", "stdrel: stop when the noise is at most this percentage (default 0.5).")
-    :convert(tonumber)
+    :convert(tonumber):argname("PERCENT")
   parser:option("--min-time", "stdrel: least seconds of GPU time before stopping (default 0.5).")
-    :convert(tonumber)
+    :convert(tonumber):argname("SECONDS")
   parser:option("--timeout", "Seconds per state at most (default 15).")
-    :convert(tonumber)
+    :convert(tonumber):argname("SECONDS")
   parser:option("--stopping-criterion", "stdrel, entropy or sample_count.")
-    :convert(cli.choice(criteria.NAMES))
+    :convert(cli.choice(criteria.NAMES)):argname("NAME")
   parser:option("--throttle-threshold", "Discard samples below this percentage of the maximum SM clock (default 75; 0: off).")
-    :convert(tonumber)
+    :convert(tonumber):argname("PERCENT")
   parser:flag("--run-once", "One sample per state, no warm-up, no batch (for profilers).")
   parser:flag("--disable-blocking-kernel", "Queue the work without holding the stream.")
   parser:option("--json", "Write the results as NVBench JSON to FILE."):argname("FILE")
@@ -84,6 +85,20 @@ function M.main(argv_in, name, description, registered)
   end
   if #benchmarks == 0 then die(("%s registers no benchmark (bench.register(fn))"):format(args.file or name), 2) end
 
+  -- Select with -b.
+  if #args.benchmark > 0 then
+    local chosen = {}
+    for _, want in ipairs(args.benchmark) do
+      local found
+      for i, b in ipairs(benchmarks) do
+        if b.name == want or tostring(i - 1) == want then found = b end
+      end
+      if not found then die(("-b %s: no such benchmark (see --list)"):format(want), 2) end
+      chosen[#chosen + 1] = found
+    end
+    benchmarks = chosen
+  end
+
   -- Devices.
   local cuda = require "cuda"
   local devices, device_count = {}, 0
@@ -99,9 +114,17 @@ function M.main(argv_in, name, description, registered)
     if not list then die("--devices: " .. tostring(bad), 2) end
     for _, i in ipairs(list) do wanted[#wanted + 1] = i - 1 end
   end
+  local gpu_work = false
+  for _, b in ipairs(benchmarks) do gpu_work = gpu_work or not b.is_cpu_only end
+  if device_count == 0 and gpu_work and not args.list then
+    local _, why = cuda.is_available()
+    die(("no CUDA device to run on (%s); only cpu-only benchmarks can run without one"):format(tostring(why)), 2)
+  end
   for _, id in ipairs(wanted) do
-    if id >= device_count then die(("--devices: no device %d (%d found)"):format(id, device_count), 2) end
-    devices[#devices + 1] = cuda.Device(id)
+    if device_count > 0 then
+      if id >= device_count then die(("--devices: no device %d (%d found)"):format(id, device_count), 2) end
+      devices[#devices + 1] = cuda.Device(id)
+    end
   end
 
   if args.list then
@@ -118,20 +141,6 @@ function M.main(argv_in, name, description, registered)
       end
     end
     os.exit(0)
-  end
-
-  -- Select with -b.
-  if #args.benchmark > 0 then
-    local chosen = {}
-    for _, want in ipairs(args.benchmark) do
-      local found
-      for i, b in ipairs(benchmarks) do
-        if b.name == want or tostring(i - 1) == want then found = b end
-      end
-      if not found then die(("-b %s: no such benchmark (see --list)"):format(want), 2) end
-      chosen[#chosen + 1] = found
-    end
-    benchmarks = chosen
   end
 
   local okp, plan = pcall(runner.plan, benchmarks, args.axis, devices)

@@ -27,7 +27,10 @@ end
 -- each axis value ("T=double", "Bytes=65536"), sorted.
 function M.state_key(state)
   local words = {"device=" .. tostring(state.device)}
-  for _, av in ipairs(state.axis_values or {}) do words[#words + 1] = tostring(av.name) .. "=" .. tostring(av.value) end
+  for _, av in ipairs(state.axis_values or {}) do
+    local n = tonumber(av.value)   -- "65536", 65536 and 65536.0 are one value
+    words[#words + 1] = tostring(av.name) .. "=" .. (n and ("%.17g"):format(n) or tostring(av.value))
+  end
   table.sort(words)
   return "\0" .. table.concat(words, " ")
 end
