@@ -112,12 +112,18 @@ local function blocker(dev, stream, timeout)
   return b
 end
 
--- The flush buffer of 2x the L2 size (l2_bytes overrides the device's).
-local function l2_flusher(dev, stream, l2_bytes)
+-- Lets a held stream go (after an error between block and release): the
+-- blocking kernel would otherwise spin until its timeout.
+function M.release(dev)
+  local h = helpers_by_device[dev]
+  if h then h.flag_view[1] = 1 end
+end
+
+-- The flush buffer of 2x the L2 size (l2_bytes overrides the device's), or nil.
+local function l2_buffer(dev, stream, l2_bytes)
   local size = 2 * (l2_bytes or dev.properties.l2_cache_size or 0)
-  if size <= 0 then return function() end, nil end
-  local buf = dev.memory_resource:allocate(size, stream)
-  return function() buf:fill(0, stream) end, buf
+  if size <= 0 then return nil end
+  return dev.memory_resource:allocate(size, stream)
 end
 
 -- --- sample arrays -------------------------------------------------------------
@@ -170,7 +176,8 @@ function M.cold(fn, cfg)
   local dev, stream, launch, clock = cfg.dev, cfg.stream, cfg.launch, cfg.clock
   local start <close> = dev:create_event{timing = true}
   local stop <close> = dev:create_event{timing = true}
-  local flush, flush_buf = l2_flusher(dev, stream, cfg.l2_bytes)
+  local flush_buf <close> = l2_buffer(dev, stream, cfg.l2_bytes)
+  local function flush() if flush_buf then flush_buf:fill(0, stream) end end
   -- no blocker for work that synchronizes, or that brackets its own region
   -- (it may wait on the stream inside the bracket)
   local blocking = cfg.blocking and not cfg.sync and not cfg.timer and not cfg.run_once
@@ -253,7 +260,6 @@ function M.cold(fn, cfg)
   result.discarded = watcher and watcher.discarded or 0
   result.mean_clock = watcher and watcher:mean_clock() or nil
   result.criterion = criterion
-  if flush_buf then flush_buf:close(stream) end
   return result
 end
 

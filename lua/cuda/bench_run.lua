@@ -232,7 +232,7 @@ function M.run(plan, opts)
           rec.error = tostring(err)
           rec.is_skipped, rec.skip_reason = true, "error: " .. tostring(err)
           log(("Fail: %s\n"):format(tostring(err)))
-          if stream then pcall(stream.sync, stream) end
+          if stream then measure.release(dev); pcall(stream.sync, stream) end
         elseif st.skip_reason then
           rec.is_skipped, rec.skip_reason = true, st.skip_reason
           log(("Skip: %s\n"):format(st.skip_reason))
