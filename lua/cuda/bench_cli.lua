@@ -39,6 +39,8 @@ function M.options(parser)
     :convert(cli.choice(criteria.NAMES)):argname("NAME")
   parser:option("--throttle-threshold", "Discard samples below this percentage of the maximum SM clock (default 75; 0: off).")
     :convert(tonumber):argname("PERCENT")
+  parser:option("--l2-flush", "Bytes written before each cold sample, in L2 sizes (default 2; NVBench's is 1; 0: no flush).")
+    :convert(tonumber):argname("FACTOR")
   parser:flag("--run-once", "One sample per state, no warm-up, no batch (for profilers).")
   parser:flag("--disable-blocking-kernel", "Queue the work without holding the stream.")
   parser:option("--json", "Write the results as NVBench JSON to FILE."):argname("FILE")
@@ -66,7 +68,7 @@ function M.main(argv_in, name, description, registered)
       if not ok then die(("--%s: %s"):format(what, why), 2) end
     end
   end
-  for _, what in ipairs{"max_noise", "min_time", "timeout", "throttle_threshold"} do
+  for _, what in ipairs{"max_noise", "min_time", "timeout", "throttle_threshold", "l2_flush"} do
     local v = args[what]
     if v ~= nil and (v ~= v or v < 0 or v == math.huge) then die(("--%s must be a number >= 0"):format(what:gsub("_", "-")), 2) end
   end
@@ -154,7 +156,7 @@ function M.main(argv_in, name, description, registered)
     min_samples = args.min_samples, timeout = args.timeout, criterion = args.stopping_criterion,
     criterion_params = next(params) and params or nil,
     throttle_threshold = args.throttle_threshold and args.throttle_threshold / 100 or nil,
-    run_once = args.run_once or nil, no_blocking = args.disable_blocking_kernel or nil, l2_bytes = l2,
+    run_once = args.run_once or nil, no_blocking = args.disable_blocking_kernel or nil, l2_bytes = l2, l2_flush = args.l2_flush,
     log = args.quiet and function() end or nil,
   })
 

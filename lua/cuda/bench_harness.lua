@@ -276,7 +276,7 @@ function State:exec(fn, opts)
     sync = opts.sync, timer = opts.timer, warmup_runs = self.bench.cold_warmup_runs,
     max_warmup_walltime = self.bench.cold_max_warmup_walltime,
     blocking = not self.disable_blocking_kernel and not runner.no_blocking,
-    blocking_timeout = self.blocking_kernel_timeout, l2_bytes = runner.l2_bytes,
+    blocking_timeout = self.blocking_kernel_timeout, l2_bytes = runner.l2_bytes, l2_flush = runner.l2_flush,
     batch_target_time = self.bench.batch_target_time,
   }
   if self.bench.is_cpu_only then

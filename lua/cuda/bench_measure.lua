@@ -119,9 +119,10 @@ function M.release(dev)
   if h then h.flag_view[1] = 1 end
 end
 
--- The flush buffer of 2x the L2 size (l2_bytes overrides the device's), or nil.
-local function l2_buffer(dev, stream, l2_bytes)
-  local size = 2 * (l2_bytes or dev.properties.l2_cache_size or 0)
+-- The flush buffer: factor (default 2; NVBench's memset is 1) x the L2
+-- size (l2_bytes overrides the device's), or nil.
+local function l2_buffer(dev, stream, l2_bytes, factor)
+  local size = math.floor((factor or 2) * (l2_bytes or dev.properties.l2_cache_size or 0))
   if size <= 0 then return nil end
   return dev.memory_resource:allocate(size, stream)
 end
@@ -170,13 +171,13 @@ end
 -- Measures fn(launch[, timer]) of a state. cfg: {dev, stream, launch,
 -- criterion, params, min_samples, timeout, skip_time, run_once, sync, timer,
 -- warmup_runs, max_warmup_walltime, throttle (a watcher or nil),
--- blocking (bool), blocking_timeout, l2_bytes, clock}. Returns a result:
+-- blocking (bool), blocking_timeout, l2_bytes, l2_flush, clock}. Returns a result:
 -- {samples, cpu_samples, n, discarded, timed_out, skipped, ...}.
 function M.cold(fn, cfg)
   local dev, stream, launch, clock = cfg.dev, cfg.stream, cfg.launch, cfg.clock
   local start <close> = dev:create_event{timing = true}
   local stop <close> = dev:create_event{timing = true}
-  local flush_buf <close> = l2_buffer(dev, stream, cfg.l2_bytes)
+  local flush_buf <close> = l2_buffer(dev, stream, cfg.l2_bytes, cfg.l2_flush)
   local function flush() if flush_buf then flush_buf:fill(0, stream) end end
   -- no blocker for work that synchronizes, or that brackets its own region
   -- (it may wait on the stream inside the bracket)

@@ -193,14 +193,14 @@ end
 
 -- Runs the plan. opts: log (function(text), default stderr), clock,
 -- clock_source(dev, stream) (default NVML or probe; false: no throttle
--- watch), l2_bytes, sleep, and the run-wide overrides min_samples,
+-- watch), l2_bytes, l2_flush (multiple of the L2 size flushed, default 2), sleep, and the run-wide overrides min_samples,
 -- timeout, criterion, criterion_params, throttle_threshold, run_once.
 function M.run(plan, opts)
   opts = opts or {}
   local cuda = require "cuda"
   local log = opts.log or function(text) io.stderr:write(text); io.stderr:flush() end
   local runner = {
-    clock = opts.clock or cuda.clock, l2_bytes = opts.l2_bytes, sleep = opts.sleep,
+    clock = opts.clock or cuda.clock, l2_bytes = opts.l2_bytes, l2_flush = opts.l2_flush, sleep = opts.sleep,
     clock_source = opts.clock_source == nil and M.default_clock_source or opts.clock_source or nil,
     min_samples = opts.min_samples, timeout = opts.timeout, criterion = opts.criterion,
     criterion_params = opts.criterion_params, throttle_threshold = opts.throttle_threshold,
