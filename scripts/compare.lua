@@ -46,6 +46,31 @@ local function describe(label, path, doc)
     tostring(device), tostring(env.time_utc)))
 end
 
+-- NVBench JSON (cudalua bench --json, or NVBench's own): state by state, with verdicts.
+do
+  local json = require "cuda.json"
+  local nvcompare = require "cuda.bench_compare"
+  local function decode(path)
+    local f = io.open(path)
+    if not f then return nil end
+    local text = f:read("a")
+    f:close()
+    local ok, doc = pcall(json.decode, text)
+    return ok and doc or nil
+  end
+  local da, db = decode(args.a), decode(args.b)
+  if nvcompare.is_nvbench(da) or nvcompare.is_nvbench(db) then
+    if not (nvcompare.is_nvbench(da) and nvcompare.is_nvbench(db)) then
+      io.stderr:write("compare: one file is NVBench JSON and the other is not: compare like with like\n")
+      os.exit(1)
+    end
+    print(("Ref: %s\nCmp: %s"):format(args.a, args.b))
+    local text = nvcompare.markdown(nvcompare.compare(da, db))
+    print(text)
+    os.exit(0)
+  end
+end
+
 local a, b = load(args.a), load(args.b)
 describe("A", args.a, a)
 describe("B", args.b, b)

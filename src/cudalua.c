@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <lua.h>
@@ -287,9 +288,12 @@ static int run_require(lua_State *L, const char *spec)
   return 0;
 }
 
+/* A readable path that is not a folder: a folder named like a bundled
+ * script (the source tree's bench/ for `cudalua bench`) must not hide it. */
 static int file_exists(const char *path)
 {
-  return access(path, R_OK) == 0;
+  struct stat st;
+  return access(path, R_OK) == 0 && !(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
 }
 
 /* The file to run for a script argument: itself, or a bundled script. */

@@ -358,6 +358,24 @@ local actions = {
         fakecuda.nvml_fail(names[math.random(#names)], math.random(1, 3), ({3, 15, 999})[math.random(3)])
       end end end,
   function() local nd, s = pick("nd"), pick("stream"); if nd then s:wait(nd) end end,
+  -- cuda.bench's harness: axes of random values, random overrides, and a
+  -- tiny measured benchmark whose work fills a pool buffer (closed at random by then)
+  function() local h = require("cuda.bench_harness"); local b = h.register(function() end)
+      local kinds = {"add_int64_axis", "add_int64_power_of_two_axis", "add_float64_axis", "add_string_axis",
+                     "add_type_axis"}
+      b[kinds[math.random(#kinds)]](b, "A", {any(), any()})
+      for i = #h.registry, 1, -1 do h.registry[i] = nil end end,
+  function() local axes = require("cuda.bench_axes")
+      local specs = {"A=[1:9:2]", "A[pow2]=[1,2]", "A=[x]", "A=", "B=[1]", "A=[0.5:1:0.25]", "A[bad]=[1]"}
+      return axes.parse_override(specs[math.random(#specs)], {axes.new("A", "int64", {1})}) end,
+  function() local buf, h, run = pick("buffer"), require("cuda.bench_harness"), require("cuda.bench_run")
+      local b = h.register(function(state)
+        state:exec(function(launch) if buf then buf:fill(cuda.u8(1), launch.stream) end end,
+                   {batched = math.random(2) == 1, sync = math.random(4) == 1})
+      end):set_stopping_criterion(({"sample_count", "stdrel", "entropy"})[math.random(3)], {["sample-count"] = 3})
+        :set_batch_target_time(1e-4):set_timeout(0.01):set_min_samples(math.random(1, 3))
+      for i = #h.registry, 1, -1 do h.registry[i] = nil end
+      run.run(run.plan({b}, {}, {dev}), {log = function() end, l2_bytes = math.random(0, 8192), clock_source = false}) end,
 }
 
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro

@@ -1,0 +1,192 @@
+-- cuda.bench_criteria: when a cold measurement has enough samples (NVBench's stopping criteria).
+-- SPDX-License-Identifier: MIT
+--
+-- A criterion is made once per measured state, fed every kept sample (the
+-- GPU time in seconds) through :add(x) and asked :is_finished() after each.
+-- Both are O(1) and allocate nothing, so they can sit in the sample loop:
+--
+--   stdrel        the relative standard deviation of the samples ("noise")
+--                 is at most max-noise (0.005) once min-time (0.5 s) of GPU
+--                 time is accumulated; or the noise has settled (over the
+--                 last 512 estimates it varies by less than 5% of itself),
+--                 for work that is noisier than max-noise can ever be.
+--   entropy       the entropy of the samples' distribution has stopped
+--                 growing: over its last 299 values the regression line is
+--                 flatter than max-angle (0.048 degrees) and fits with an R^2
+--                 of at least min-r2 (0.36).
+--   sample_count  sample-count samples (100) are taken.
+--
+-- min-samples and the timeout are the runner's (they apply to any criterion).
+local M = {}
+
+-- The parameters each criterion has, with their defaults.
+M.PARAMS = {
+  stdrel = {["max-noise"] = 0.005, ["min-time"] = 0.5},
+  entropy = {["max-angle"] = 0.048, ["min-r2"] = 0.36},
+  sample_count = {["sample-count"] = 100},
+}
+M.NAMES = {"stdrel", "entropy", "sample_count"}
+
+-- Fewer samples than this give no noise estimate (NVBench: 5).
+M.MIN_SAMPLES_FOR_NOISE = 5
+
+local STDREL_WINDOW, ENTROPY_WINDOW = 512, 299
+
+-- --- a ring of the last n numbers, with running sums ----------------------------
+local Ring = {}
+Ring.__index = Ring
+
+local function ring(size)
+  local values = {}
+  for i = 1, size do values[i] = 0.0 end
+  return setmetatable({size = size, values = values, count = 0, next = 1}, Ring)
+end
+
+function Ring:push(x)
+  local old = self.values[self.next]
+  self.values[self.next] = x
+  self.next = self.next % self.size + 1
+  if self.count < self.size then self.count = self.count + 1; return nil end
+  return old
+end
+
+-- The value pushed last.
+function Ring:last()
+  return self.values[(self.next - 2) % self.size + 1]
+end
+
+-- --- stdrel -----------------------------------------------------------------------
+local Stdrel = {}
+Stdrel.__index = Stdrel
+
+function Stdrel:add(x)
+  -- Welford's update: no cancellation however many samples.
+  local n = self.n + 1
+  self.n, self.total = n, self.total + x
+  local delta = x - self.mean
+  self.mean = self.mean + delta / n
+  self.m2 = self.m2 + delta * (x - self.mean)
+  if n >= M.MIN_SAMPLES_FOR_NOISE and self.mean > 0 then
+    local noise = math.sqrt(self.m2 / (n - 1)) / self.mean
+    if noise == noise and noise < math.huge then self.noise_ring:push(noise) end
+  end
+end
+
+-- The current relative standard deviation, or math.huge below 5 samples.
+function Stdrel:noise()
+  if self.n < M.MIN_SAMPLES_FOR_NOISE or self.mean <= 0 then return math.huge end
+  return math.sqrt(self.m2 / (self.n - 1)) / self.mean
+end
+
+-- Whether the recorded noise estimates have settled: their standard
+-- deviation is below 5% of the current one. Checked every 16th sample only.
+function Stdrel:noise_settled()
+  local r = self.noise_ring
+  if r.count <= 64 or self.n % 16 ~= 0 then return false end
+  local current, squares = r:last(), 0.0
+  for i = 1, r.count do squares = squares + (r.values[i] - current) ^ 2 end
+  return current > 0 and math.sqrt(squares / (r.count - 1)) / current < 0.05
+end
+
+function Stdrel:is_finished()
+  if self.total <= self.params["min-time"] or self.noise_ring.count == 0 then return false end
+  if self.noise_ring:last() < self.params["max-noise"] then return true end
+  return self:noise_settled()
+end
+
+-- --- entropy ------------------------------------------------------------------------
+local Entropy = {}
+Entropy.__index = Entropy
+
+local LOG2 = math.log(2)
+local function xlog2x(c) return c > 0 and c * math.log(c) / LOG2 or 0.0 end
+
+-- The window's regression sums: y by absolute index i (x = i - first).
+function Entropy:push_entropy(h)
+  local i = self.pushed
+  self.pushed = i + 1
+  local old = self.ring:push(h)
+  self.sy, self.syy, self.siy = self.sy + h, self.syy + h * h, self.siy + i * h
+  if old then
+    local j = i - self.ring.size
+    self.sy, self.syy, self.siy = self.sy - old, self.syy - old * old, self.siy - j * old
+  end
+end
+
+function Entropy:add(x)
+  local n = self.n + 1
+  self.n = n
+  local c = (self.counts[x] or 0) + 1
+  self.counts[x] = c
+  -- sum of c*log2(c) over the distinct values, updated for the one that grew
+  self.s = self.s - xlog2x(c - 1) + xlog2x(c)
+  self:push_entropy(math.log(n) / LOG2 - self.s / n)
+end
+
+-- slope (per sample), r2 of the window's least-squares line.
+function Entropy:regression()
+  local k = self.ring.count
+  local first = self.pushed - k
+  local mean_x, mean_y = (k - 1) / 2, self.sy / k
+  local sxx = k * (k * k - 1) / 12
+  local sxy = (self.siy - first * self.sy) - k * mean_x * mean_y
+  local syy = self.syy - k * mean_y * mean_y
+  local slope = sxy / sxx
+  if syy <= 1e-300 then return slope, 1.0 end
+  return slope, 1 - (syy - slope * sxy) / syy
+end
+
+function Entropy:is_finished()
+  if self.ring.count < 2 or self.n % 2 ~= 0 then return false end
+  local slope, r2 = self:regression()
+  if math.deg(math.atan(slope)) > self.params["max-angle"] then return false end
+  return r2 >= self.params["min-r2"]
+end
+
+function Entropy:noise() return math.huge end
+
+-- --- sample_count -------------------------------------------------------------------
+local Count = {}
+Count.__index = Count
+function Count:add() self.n = self.n + 1 end
+function Count:is_finished() return self.n >= self.params["sample-count"] end
+function Count:noise() return math.huge end
+
+-- --- construction -------------------------------------------------------------------
+
+-- The parameters of criterion name: its defaults, overridden by those of
+-- params that it has (others are ignored, as NVBench's set_from does).
+function M.params(name, params)
+  local defaults = M.PARAMS[name]
+  if not defaults then
+    error(("unknown stopping criterion '%s' (known: %s)"):format(tostring(name), table.concat(M.NAMES, ", ")), 2)
+  end
+  local p = {}
+  for k, v in pairs(defaults) do
+    local given = params and params[k]
+    if given ~= nil then
+      if type(given) ~= "number" or given ~= given or given < 0 then
+        error(("criterion parameter '%s' must be a number >= 0, got %s"):format(k, tostring(given)), 2)
+      end
+      p[k] = given
+    else
+      p[k] = v
+    end
+  end
+  return p
+end
+
+-- A fresh criterion: name is "stdrel", "entropy" or "sample_count".
+function M.new(name, params)
+  local p = M.params(name, params)
+  if name == "stdrel" then
+    return setmetatable({name = name, params = p, n = 0, total = 0.0, mean = 0.0, m2 = 0.0,
+      noise_ring = ring(STDREL_WINDOW)}, Stdrel)
+  elseif name == "entropy" then
+    return setmetatable({name = name, params = p, n = 0, counts = {}, s = 0.0, pushed = 0,
+      sy = 0.0, syy = 0.0, siy = 0.0, ring = ring(ENTROPY_WINDOW)}, Entropy)
+  end
+  return setmetatable({name = name, params = p, n = 0}, Count)
+end
+
+return M

@@ -1,0 +1,362 @@
+-- cuda.bench_measure: NVBench's cold, batch and cpu-only measurements of one state.
+-- SPDX-License-Identifier: MIT
+--
+-- cold:     each sample starts with the L2 flushed (a memset of 2x the
+--           device's L2 size), the stream held by the blocking kernel while
+--           the work is queued, then GPU time between two events and CPU
+--           time from the launch to the stream's end. Samples taken while
+--           the SM clock was below the throttle threshold are dropped.
+--           Stops when the criterion is met after min_samples, or at the
+--           timeout.
+-- batch:    the work queued many times back to back behind the blocking
+--           kernel, timed as one; the batch grows until batch_target_time
+--           of GPU time is covered (at least min_samples launches).
+-- cpu_only: host time of each call, with the same criterion.
+--
+-- The sample loops allocate nothing: their arrays are preallocated and
+-- grown by doubling, the criterion is incremental, and no string is made.
+local criteria = require "cuda.bench_criteria"
+local throttle = require "cuda.bench_throttle"
+
+local M = {}
+
+-- --- the device helpers: blocking kernel, clock probe, L2 flush -----------------
+
+local HELPERS_SOURCE = [[
+extern "C" __global__ void cudalua_bench_block(volatile int *flag, volatile int *timed_out,
+                                               unsigned long long timeout_ns)
+{
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  while (!*flag) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start > timeout_ns) { *timed_out = 1; return; }
+  }
+}
+extern "C" __global__ void cudalua_bench_clock(unsigned long long *out, long long cycles)
+{
+  unsigned long long t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  long long c0 = clock64(), c1;
+  do { c1 = clock64(); } while (c1 - c0 < cycles);
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  out[0] = (unsigned long long)(c1 - c0);
+  out[1] = t1 - t0;
+}
+]]
+
+M.PROBE_CYCLES = 16384
+
+local helpers_by_device = setmetatable({}, {__mode = "k"})
+
+-- The device's helper kernels and the pinned words they use, made once.
+function M.helpers(dev)
+  local h = helpers_by_device[dev]
+  if h then return h end
+  local cuda = require "cuda"
+  local obj = cuda.Program(HELPERS_SOURCE, "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
+  local pinned = cuda.PinnedMemoryResource()
+  h = {
+    block = obj:get_kernel("cudalua_bench_block"), clock = obj:get_kernel("cudalua_bench_clock"),
+    flag = pinned:allocate(4), timed_out = pinned:allocate(4), probe = pinned:allocate(16),
+    one = cuda.LaunchConfig{grid = 1, block = 1}, obj = obj,
+  }
+  h.flag_view, h.timed_out_view = h.flag:view("int32"), h.timed_out:view("int32")
+  h.probe_view = h.probe:view("uint64")
+  h.cycles = cuda.i64(M.PROBE_CYCLES)
+  helpers_by_device[dev] = h
+  return h
+end
+
+-- A clock source (bench_throttle) that reads the SM clock with the probe
+-- kernel on stream: M.PROBE_CYCLES cycles over the %globaltimer time they took.
+function M.probe_source(dev, stream)
+  local h = M.helpers(dev)
+  local cuda = require "cuda"
+  local max = (dev.properties.clock_rate_khz or 0) / 1000
+  local queued = false
+  local source = {name = "probe", max = max}
+  -- queued right after a sample's stop event, so it runs while the host
+  -- reads the sample; read() waits for it (or queues and waits)
+  function source.queue()
+    h.probe_view[1], h.probe_view[2] = 0, 0
+    cuda.launch(stream, h.one, h.clock, h.probe, h.cycles)
+    queued = true
+  end
+  function source.read()
+    if not queued then source.queue() end
+    queued = false
+    stream:sync()
+    local cycles, ns = h.probe_view[1], h.probe_view[2]
+    if ns <= 0 then return nil end   -- the fake runs no kernel: no reading
+    local mhz = cycles / ns * 1000
+    if max > 0 and mhz > 2 * max then return nil end   -- a timer glitch, not a clock
+    return mhz
+  end
+  return source
+end
+
+-- The blocker of a stream: block() queues the spin kernel, release() lets
+-- it go and says whether it had already given up (timed out).
+local function blocker(dev, stream, timeout)
+  local cuda = require "cuda"
+  local h = M.helpers(dev)
+  local timeout_ns = cuda.u64(math.floor(timeout * 1e9))
+  local b = {}
+  function b.block()
+    h.flag_view[1], h.timed_out_view[1] = 0, 0
+    cuda.launch(stream, h.one, h.block, h.flag, h.timed_out, timeout_ns)
+  end
+  function b.release() h.flag_view[1] = 1 end
+  function b.timed_out() return h.timed_out_view[1] ~= 0 end
+  return b
+end
+
+-- Lets a held stream go (after an error between block and release): the
+-- blocking kernel would otherwise spin until its timeout.
+function M.release(dev)
+  local h = helpers_by_device[dev]
+  if h then h.flag_view[1] = 1 end
+end
+
+-- The flush buffer: factor (default 2; NVBench's memset is 1) x the L2
+-- size (l2_bytes overrides the device's), or nil.
+local function l2_buffer(dev, stream, l2_bytes, factor)
+  local size = math.floor((factor or 2) * (l2_bytes or dev.properties.l2_cache_size or 0))
+  if size <= 0 then return nil end
+  return dev.memory_resource:allocate(size, stream)
+end
+
+-- --- sample arrays -------------------------------------------------------------
+
+local function array(n)
+  local a = {}
+  for i = 1, n do a[i] = 0.0 end
+  return a
+end
+
+-- mean, relative standard deviation (math.huge below 5), min, max of a[1..n]
+function M.moments(a, n)
+  if n == 0 then return 0 / 0, math.huge, 0 / 0, 0 / 0 end
+  local sum, lo, hi = 0.0, math.huge, -math.huge
+  for i = 1, n do
+    local x = a[i]
+    sum = sum + x
+    if x < lo then lo = x end
+    if x > hi then hi = x end
+  end
+  local mean = sum / n
+  if n < criteria.MIN_SAMPLES_FOR_NOISE or mean <= 0 then return mean, math.huge, lo, hi end
+  local sq = 0.0
+  for i = 1, n do sq = sq + (a[i] - mean) ^ 2 end
+  return mean, math.sqrt(sq / (n - 1)) / mean, lo, hi
+end
+
+-- --- the timer passed to exec{timer = true} functions -----------------------------
+
+local Timer = {}
+Timer.__index = Timer
+function Timer:start()
+  self.stream:record(self.start_event)
+  self.cpu0 = self.clock()
+  self.started = true
+end
+function Timer:stop()
+  self.stream:record(self.stop_event)
+  self.stopped = true
+end
+
+-- --- cold -------------------------------------------------------------------------
+
+-- Measures fn(launch[, timer]) of a state. cfg: {dev, stream, launch,
+-- criterion, params, min_samples, timeout, skip_time, run_once, sync, timer,
+-- warmup_runs, max_warmup_walltime, throttle (a watcher or nil),
+-- blocking (bool), blocking_timeout, l2_bytes, l2_flush, clock}. Returns a result:
+-- {samples, cpu_samples, n, discarded, timed_out, skipped, ...}.
+function M.cold(fn, cfg)
+  local dev, stream, launch, clock = cfg.dev, cfg.stream, cfg.launch, cfg.clock
+  local start <close> = dev:create_event{timing = true}
+  local stop <close> = dev:create_event{timing = true}
+  local flush_buf <close> = l2_buffer(dev, stream, cfg.l2_bytes, cfg.l2_flush)
+  local function flush() if flush_buf then flush_buf:fill(0, stream) end end
+  -- no blocker for work that synchronizes, or that brackets its own region
+  -- (it may wait on the stream inside the bracket)
+  local blocking = cfg.blocking and not cfg.sync and not cfg.timer and not cfg.run_once
+  local block = blocking and blocker(dev, stream, cfg.blocking_timeout or 30)
+  local timer = cfg.timer and setmetatable({stream = stream, start_event = start, stop_event = stop,
+    clock = clock, cpu0 = 0, started = false, stopped = false}, Timer) or nil
+  local criterion = criteria.new(cfg.criterion, cfg.params)
+  local watcher = cfg.throttle
+  local probe_queue = watcher and watcher.source and watcher.source.queue
+  local result = {discarded = 0, n = 0}
+
+  -- One sample: returns gpu seconds, cpu seconds (nil, why when the blocker timed out).
+  local function sample(use_blocker)
+    flush()
+    if use_blocker then block.block() end
+    local cpu0
+    if timer then
+      timer.started, timer.stopped = false, false
+      fn(launch, timer)
+      if not (timer.started and timer.stopped) then
+        error("exec{timer = true}: the function must call timer:start() and timer:stop() once each", 0)
+      end
+      cpu0 = timer.cpu0
+    else
+      stream:record(start)
+      cpu0 = clock()
+      fn(launch)
+      stream:record(stop)
+    end
+    if use_blocker then block.release() end
+    if probe_queue then probe_queue() end
+    stop:sync()
+    local cpu1 = clock()
+    if use_blocker and block.timed_out() then return nil, "timed out" end
+    return (stop - start) / 1000, cpu1 - cpu0
+  end
+
+  -- warm-up: without the blocker (NVBench issue 240), the GPU time of the last run
+  local warm_gpu = 0
+  if not cfg.run_once then
+    if block then block.block(); block.release(); stream:sync() end
+    local t0 = clock()
+    for _ = 1, math.max(cfg.warmup_runs or 1, 1) do
+      warm_gpu = sample(false)
+      if (cfg.max_warmup_walltime or -1) > 0 and clock() - t0 > cfg.max_warmup_walltime then break end
+    end
+    if (cfg.skip_time or -1) > 0 and warm_gpu < cfg.skip_time then
+      result.skipped = ("the warm-up ran %.3g s of GPU time, under skip_time %.3g s"):format(warm_gpu, cfg.skip_time)
+      return result
+    end
+  end
+
+  local cap = 1024
+  local gpu, cpu, clocks = array(cap), array(cap), watcher and array(cap) or nil
+  local n, t_start, total_gpu = 0, clock(), 0.0
+  while true do
+    local g, c = sample(blocking)
+    if not g then
+      result.timed_out = ("the blocking kernel timed out after %g s: the stream was held too long while "
+        .. "the work was queued (a launch that waits for other work, or a queue too slow)"):format(cfg.blocking_timeout or 30)
+      break
+    end
+    if not watcher or watcher:check() then
+      n = n + 1
+      if n > cap then
+        for i = cap + 1, 2 * cap do gpu[i], cpu[i] = 0.0, 0.0; if clocks then clocks[i] = 0.0 end end
+        cap = 2 * cap
+      end
+      gpu[n], cpu[n] = g, c
+      if clocks then clocks[n] = watcher.last_clock or 0.0 end
+      total_gpu = total_gpu + g
+      criterion:add(g)
+    end
+    if cfg.run_once then break end
+    if n >= cfg.min_samples and criterion:is_finished() then break end
+    if clock() - t_start > cfg.timeout then result.max_time_exceeded = true; break end
+  end
+  result.n, result.gpu, result.cpu, result.clocks = n, gpu, cpu, clocks
+  result.total_gpu, result.walltime = total_gpu, clock() - t_start
+  result.discarded = watcher and watcher.discarded or 0
+  result.mean_clock = watcher and watcher:mean_clock() or nil
+  result.criterion = criterion
+  return result
+end
+
+-- --- batch --------------------------------------------------------------------------
+
+local function predict_batch(target, per_launch, least, fallback)
+  if not (per_launch > 0) or per_launch ~= per_launch or target ~= target then return fallback end
+  local n = math.ceil(target / per_launch)
+  if n ~= n or n == math.huge then return fallback end
+  return math.max(math.tointeger(n) or least, least)
+end
+
+-- Queues fn(launch) batch-size times behind the blocker, as NVBench's hot
+-- measurement does. Returns {n (launches), total_gpu, walltime, timed_out}.
+function M.batch(fn, cfg)
+  local dev, stream, launch, clock = cfg.dev, cfg.stream, cfg.launch, cfg.clock
+  local start <close> = dev:create_event{timing = true}
+  local stop <close> = dev:create_event{timing = true}
+  local block = cfg.blocking and blocker(dev, stream, cfg.blocking_timeout or 30)
+  local target, min_samples, timeout = cfg.batch_target_time or 0.5, cfg.min_samples, cfg.timeout
+  -- the warm-up: one launch, timed, to estimate the batch
+  local w0 = clock()
+  stream:record(start)
+  fn(launch)
+  stream:record(stop)
+  stop:sync()
+  local wall_estimate, gpu_estimate = clock() - w0, (stop - start) / 1000
+  local least = math.min(math.max(min_samples, 1), 4)
+  local size = predict_batch(target, gpu_estimate * 0.95, least, min_samples)
+  local cap = wall_estimate > 0 and math.max(predict_batch(timeout, wall_estimate, 1, size), 1) or size
+  local total, n, t0 = 0.0, 0, clock()
+  local result = {}
+  while true do
+    size = math.max(math.min(size, cap), 1)
+    if block then
+      block.block()
+      stream:record(start)
+      local held = math.min(size, 2)
+      for _ = 1, held do fn(launch) end
+      block.release()
+      for _ = held + 1, size do fn(launch) end
+    else
+      stream:record(start)
+      for _ = 1, size do fn(launch) end
+    end
+    stream:record(stop)
+    stop:sync()
+    if block and block.timed_out() then
+      result.timed_out = ("the blocking kernel timed out after %g s"):format(cfg.blocking_timeout or 30)
+      break
+    end
+    total, n = total + (stop - start) / 1000, n + size
+    if total >= target and n >= min_samples then break end
+    local wall = clock() - t0
+    if wall > timeout then result.max_time_exceeded = true; break end
+    local per = total / n
+    local remaining = target - total
+    size = predict_batch(remaining, per, math.max(size * 2, least),
+      remaining <= 0 and math.max(min_samples - n, 1) or min_samples)
+    cap = predict_batch(timeout - wall, wall / n, 1, size)
+  end
+  result.n, result.total_gpu, result.walltime = n, total, clock() - t0
+  return result
+end
+
+-- --- cpu only -----------------------------------------------------------------------
+
+function M.cpu_only(fn, cfg)
+  local launch, clock = cfg.launch, cfg.clock
+  local criterion = criteria.new(cfg.criterion, cfg.params)
+  local result = {}
+  if not cfg.run_once then
+    for _ = 1, math.max(cfg.warmup_runs or 1, 1) do fn(launch) end
+  end
+  local cap = 1024
+  local cpu = array(cap)
+  local n, t_start, total = 0, clock(), 0.0
+  while true do
+    local c0 = clock()
+    fn(launch)
+    local c = clock() - c0
+    n = n + 1
+    if n > cap then
+      for i = cap + 1, 2 * cap do cpu[i] = 0.0 end
+      cap = 2 * cap
+    end
+    cpu[n], total = c, total + c
+    criterion:add(c)
+    if cfg.run_once then break end
+    if n >= cfg.min_samples and criterion:is_finished() then break end
+    if clock() - t_start > cfg.timeout then result.max_time_exceeded = true; break end
+  end
+  result.n, result.cpu, result.total_cpu, result.walltime = n, cpu, total, clock() - t_start
+  result.criterion = criterion
+  return result
+end
+
+M.throttle = throttle
+return M
