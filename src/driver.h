@@ -39,7 +39,7 @@
   X(cuLaunchKernel) X(cuLaunchKernelEx)                                     \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)      \
   X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)                  \
-  X(cuGraphGetNodes)                                                        \
+  X(cuGraphGetNodes) X(cuGraphClone) X(cuGraphDebugDotPrint)               \
   X(cuGraphUpload) X(cuGraphCreate) X(cuGraphAddKernelNode)                 \
   X(cuGraphAddMemcpyNode) X(cuGraphAddMemsetNode) X(cuGraphAddEmptyNode)    \
   X(cuGraphAddEventRecordNode) X(cuGraphAddEventWaitNode)                   \

@@ -16,6 +16,7 @@
  * instantiate (CUDA_ERROR_NOT_SUPPORTED) when it is not, since nothing
  * could end the loop. `switch` nodes are not supported. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -506,4 +507,74 @@ CUresult fake_cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *count)
     nodes[i] = node_handle(g->work[i].node);
   *count = g->n;
   return CUDA_SUCCESS;
+}
+
+/* --- copies and pictures --------------------------------------------------- */
+
+/* Whether g (or a graph its nodes own) holds a node cuGraphClone refuses:
+ * memory allocations and frees, and conditional nodes (cuda.h). */
+static int clone_refused(CUgraph g)
+{
+  for (size_t i = 0; i < g->n; i++) {
+    const struct fake_Work *w = &g->work[i];
+    if (w->kind == WORK_MEMALLOC || w->kind == WORK_MEMFREE || w->kind == WORK_COND ||
+        (w->kind == WORK_CHILD && clone_refused(w->u.child.graph)))
+      return 1;
+  }
+  return 0;
+}
+
+CUresult fake_cuGraphClone(CUgraph *clone, CUgraph g)
+{
+  FAKE_ENTER(cuGraphClone);
+  if (!clone || !graph_valid(g))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (clone_refused(g))
+    return CUDA_ERROR_NOT_SUPPORTED;
+  *clone = graph_clone(g);
+  if (!*clone)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  fake_keep(*clone);
+  fake_live[FAKE_GRAPH]++;
+  return CUDA_SUCCESS;
+}
+
+static const char *const work_names[] = {
+  [WORK_KERNEL] = "KERNEL", [WORK_MEMCPY] = "MEMCPY", [WORK_MEMSET] = "MEMSET",
+  [WORK_EVENT] = "EVENT_RECORD", [WORK_NOP] = "EMPTY", [WORK_HOST] = "HOST",
+  [WORK_CHILD] = "GRAPH", [WORK_COND] = "CONDITIONAL", [WORK_MEMALLOC] = "MEM_ALLOC",
+  [WORK_MEMFREE] = "MEM_FREE"
+};
+
+/* One DOT statement a node, in the order they were added; a child graph as
+ * a cluster of its own nodes. The fake keeps no edges: its order is one. */
+static void dot_nodes(FILE *f, CUgraph g, int depth)
+{
+  for (size_t i = 0; i < g->n; i++) {
+    const struct fake_Work *w = &g->work[i];
+    fprintf(f, "%*snode%llu [label=\"%s", 2 * depth, "", w->node, work_names[w->kind]);
+    if (w->kind == WORK_KERNEL)
+      fprintf(f, "\\n%s", fake_function_name(w->u.kernel.fn));
+    fprintf(f, "\"];\n");
+    if (w->kind == WORK_CHILD) {
+      fprintf(f, "%*ssubgraph cluster_%llu {\n", 2 * depth, "", w->node);
+      dot_nodes(f, w->u.child.graph, depth + 1);
+      fprintf(f, "%*s}\n", 2 * depth, "");
+    }
+  }
+}
+
+CUresult fake_cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned int flags)
+{
+  FAKE_ENTER(cuGraphDebugDotPrint);
+  (void)flags;
+  if (!graph_valid(g) || !path)
+    return CUDA_ERROR_INVALID_VALUE;
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return CUDA_ERROR_OPERATING_SYSTEM;
+  fprintf(f, "digraph fakecuda {\n");
+  dot_nodes(f, g, 1);
+  fprintf(f, "}\n");
+  return fclose(f) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
 }
