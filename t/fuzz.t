@@ -318,6 +318,23 @@ local actions = {
       if math.random(2) == 1 then h:close() else return h.fd, tostring(h) end end end,
   function() local h = pick("phandle"); if h and fakecuda then add("mr", cuda.ipc_pool_open(h.fd, any())) end end,
   function() local e, mr = pick("export"), pick("mr"); if e then add("buffer", cuda.ipc_open(e.handle, any(), mr)) end end,
+  -- graph definitions (s:end_capture{instantiate = false}): a fork/join
+  -- capture, clones, executables, child nodes, updates, DOT, closes
+  function() local s, s2 = pick("stream"), pick("stream"); if s and s2 then
+      s:begin_capture()
+      s2:wait(s:record())
+      graph_buffer():fill(cuda.u8(3), s2)
+      s:wait(s2:record())
+      graph_buffer():fill(cuda.u8(4), s)
+      add("def", s:end_capture{instantiate = false}) end end,
+  function() local d = pick("def"); if d then add("def", d:clone()) end end,
+  function() local d = pick("def"); if d then origin[add("graph", d:instantiate(math.random(2) == 1 and {use_node_priority = true} or nil))] = "definition" end end,
+  function() local b, d = pick("builder"), pick("def"); if b and d then add("node", b:child(pick("node"), d)) end end,
+  function() local g, d = pick("graph"), pick("def"); if g and d then g:update(d) end end,
+  function() local d = pick("def"); if d then return d.node_count, tostring(d), d.device, d:debug_dot_str{verbose = math.random(2) == 1} end end,
+  function() local d = pick("def"); if d then d:debug_dot_print(fuzz_dir .. "/def.dot", {handles = true}) end end,
+  function() close(pick("def")) end,
+  function() local list = pool.def; if list and #list > 0 then table.remove(list, math.random(#list)) end end,
 }
 
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro
