@@ -360,6 +360,9 @@ static int stream_end_capture(lua_State *L)
   }
   int gi = instantiate ? lua_gettop(L) : lua_gettop(L) - 1;
   cl_Stream *s = cl_check_stream(L, 1);
+  if (s->capture && s->capture->origin != s)   /* its uses are the origin's capture's */
+    return luaL_error(L, "end_capture: the stream joined a capture that another stream began: "
+                         "end it on that stream");
   CUgraph graph = NULL;
   lua_getiuservalue(L, 1, 1);   /* the device */
   int devi = lua_gettop(L);

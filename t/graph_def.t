@@ -177,6 +177,29 @@ t.ok(all_bytes(a, 3), "and keeps what it uses past its close")
 t.raises(function() ue:update(u2) end, "cuda%.GraphDefinition is closed", "update from a closed definition")
 ue:close(); u1:close()
 
+-- a stream that joined the capture cannot end it: the capture and what it
+-- keeps stay the origin's (before, the refusal gave back its counts)
+do
+  local x = pinned:allocate(N)
+  local live0 = pinned.live_buffers
+  s0:begin_capture()
+  s1:wait(s0:record())
+  x:fill(9, s1)
+  s0:wait(s1:record())
+  t.raises(function() s1:end_capture{instantiate = false} end, "joined a capture that another stream began",
+           "a joined stream cannot end the capture")
+  x:close()
+  collectgarbage(); collectgarbage()
+  t.is(pinned.live_buffers, live0, "the capture still keeps what the joined stream used")
+  local jd = s0:end_capture{instantiate = false}
+  t.raises(function() s1:end_capture() end, "joined a capture", "nor end it once it ended")
+  local je = jd:instantiate()
+  je:launch(s0); s0:sync()
+  jd:close(); je:close()
+  collectgarbage(); collectgarbage()
+  t.is(pinned.live_buffers, live0 - 1, "and lets go of it with its graph")
+end
+
 -- end_capture keeps its default: an executable
 local plain = fork_join(function(st) a:fill(5, st) end, function(st) b:fill(6, st) end, {})
 t.is(getmetatable(plain).__name, "cuda.Graph", "end_capture{} still instantiates")
