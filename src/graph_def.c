@@ -8,6 +8,7 @@
  *   local g1, g2 = def:instantiate(), copy:instantiate{use_node_priority = true}
  *   builder:child(deps, def)                -- the driver copies it
  *   def:debug_dot_print("g.dot"); print(def:debug_dot_str(), def.node_count)
+ *   def.node_types                          -- {memset = 2, kernel = 1, ...}
  *
  * Lifetimes, as a builder's: the definition owns its CUgraph and holds what
  * the capture kept (its user value 4, a cuda.GraphRefs); a clone holds the
@@ -260,12 +261,72 @@ static size_t node_count(lua_State *L, const GraphDef *d)
   return n;
 }
 
+/* CUgraphNodeType's names, as cuda.core's node classes (KernelNode, ...) */
+static const char *const node_type_names[] = {
+  "kernel", "memcpy", "memset", "host_callback", "child_graph", "empty", "event_wait",
+  "event_record", "ext_semaphore_signal", "ext_semaphore_wait", "alloc", "free", "batch_mem_op",
+  "conditional"
+};
+#define NTYPES (sizeof node_type_names / sizeof node_type_names[0])
+
+/* Tally d's nodes by type into counts (others: types this file has no name
+ * for); the driver's error and the call that gave it (*api), or
+ * CUDA_ERROR_OUT_OF_MEMORY. Runs no Lua. */
+static CUresult tally_types(const GraphDef *d, size_t counts[NTYPES], size_t *others,
+                            const char **api)
+{
+  size_t n = 0;
+  *api = "cuGraphGetNodes";
+  CUresult r = CL_CALL(cuGraphGetNodes, (d->graph, NULL, &n));
+  CUgraphNode *nodes = r == CUDA_SUCCESS && n > 0 ? malloc(n * sizeof *nodes) : NULL;
+  if (r != CUDA_SUCCESS || n == 0)
+    return r;
+  if (nodes == NULL)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  size_t room = n;
+  r = CL_CALL(cuGraphGetNodes, (d->graph, nodes, &n));
+  for (size_t k = 0; r == CUDA_SUCCESS && k < n && k < room; k++) {
+    CUgraphNodeType type;
+    *api = "cuGraphNodeGetType";
+    r = CL_CALL(cuGraphNodeGetType, (nodes[k], &type));
+    if (r == CUDA_SUCCESS && (unsigned)type < NTYPES)
+      counts[type]++;
+    else if (r == CUDA_SUCCESS)
+      ++*others;
+  }
+  free(nodes);
+  return r;
+}
+
+/* def.node_types: {kernel = 2, memcpy = 4, ...}, the types present only */
+static int push_node_types(lua_State *L, const GraphDef *d)
+{
+  size_t counts[NTYPES] = {0}, others = 0;
+  const char *api;
+  CUresult r = tally_types(d, counts, &others, &api);
+  cl_check(L, r, api);
+  /* d is not used from here on: the table may allocate */
+  lua_createtable(L, 0, 4);
+  for (size_t k = 0; k < NTYPES; k++)
+    if (counts[k] > 0) {
+      lua_pushinteger(L, (lua_Integer)counts[k]);
+      lua_setfield(L, -2, node_type_names[k]);
+    }
+  if (others > 0) {
+    lua_pushinteger(L, (lua_Integer)others);
+    lua_setfield(L, -2, "other");
+  }
+  return 1;
+}
+
 static int def_fields(lua_State *L)
 {
   const char *key = luaL_checkstring(L, 2);   /* a number key becomes a string: first */
   GraphDef *d = check_def(L, 1);
   if (strcmp(key, "node_count") == 0)
     lua_pushinteger(L, (lua_Integer)node_count(L, d));
+  else if (strcmp(key, "node_types") == 0)
+    push_node_types(L, d);
   else if (strcmp(key, "device") == 0)
     lua_getiuservalue(L, 1, 1);
   else

@@ -478,6 +478,7 @@ drow("def debug_dot_print: unwritable path", DEF .. "d:debug_dot_print('/nonexis
 drow("def debug_dot_str: a number option", DEF .. "d:debug_dot_str{handles = 1}", "field 'handles' must be a boolean")
 drow("def debug_dot_str: closed", DEF .. "d:close(); d:debug_dot_str()", "cuda%.GraphDefinition is closed")
 drow("def node_count: closed", DEF .. "d:close(); return d.node_count", "cuda%.GraphDefinition is closed")
+drow("def node_types: closed", DEF .. "d:close(); return d.node_types", "cuda%.GraphDefinition is closed")
 drow("def: executable's node count after close", DEF .. "local g = d:instantiate(); d:close(); return g.node_count", "GraphDefinition of this graph is closed")
 drow("builder child: closed definition", DEF .. "d:close(); f.b:child(nil, d)", "cuda%.GraphDefinition is closed")
 drow("update: closed definition", DEF .. "local g = d:instantiate(); d:close(); g:update(d)", "cuda%.GraphDefinition is closed")

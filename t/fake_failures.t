@@ -60,7 +60,7 @@ local function workload()
   local def <close> = s:end_capture{instantiate = false}
   local copy <close> = def:clone()
   local dg <close> = copy:instantiate()
-  local _ = def:debug_dot_str(), def.node_count
+  local _ = def:debug_dot_str(), def.node_count, def.node_types
   local holder <close> = cuda.Graph(d)
   holder:child(nil, def)
   -- explicit graphs: every node kind, an update

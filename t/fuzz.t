@@ -331,7 +331,7 @@ local actions = {
   function() local d = pick("def"); if d then origin[add("graph", d:instantiate(math.random(2) == 1 and {use_node_priority = true} or nil))] = "definition" end end,
   function() local b, d = pick("builder"), pick("def"); if b and d then add("node", b:child(pick("node"), d)) end end,
   function() local g, d = pick("graph"), pick("def"); if g and d then g:update(d) end end,
-  function() local d = pick("def"); if d then return d.node_count, tostring(d), d.device, d:debug_dot_str{verbose = math.random(2) == 1} end end,
+  function() local d = pick("def"); if d then return d.node_count, d.node_types, tostring(d), d.device, d:debug_dot_str{verbose = math.random(2) == 1} end end,
   function() local d = pick("def"); if d then d:debug_dot_print(fuzz_dir .. "/def.dot", {handles = true}) end end,
   function() close(pick("def")) end,
   function() local list = pool.def; if list and #list > 0 then table.remove(list, math.random(#list)) end end,

@@ -40,6 +40,14 @@ local function fork_join(work1, work2, options)
   return s0:end_capture(options or {instantiate = false})
 end
 
+-- a node-type tally as "type=n,..." in name order, to compare
+local function types(def)
+  local list = {}
+  for name, n in pairs(def.node_types) do list[#list + 1] = name .. "=" .. n end
+  table.sort(list)
+  return table.concat(list, ",")
+end
+
 local function all_bytes(buf, want)
   local v = buf:view("uint8")
   for i = 1, #v do if v[i] ~= want then return false end end
@@ -53,6 +61,7 @@ local def = fork_join(function(st) a:fill(va, st) end, function(st) b:fill(vb, s
 t.is(def.node_count, 2, "two memsets across three streams are two nodes")
 t.like(tostring(def), "^cuda%.GraphDefinition%(2 nodes, device 0%)$", "tostring")
 t.is(def.device, dev, "its device")
+t.is(types(def), "memset=2", "node_types: two memsets")
 t.ok(all_bytes(a, 0) or not all_bytes(a, va), "capturing ran nothing")
 
 local copy = def:clone()
@@ -128,6 +137,7 @@ end, function(st)
   cuda.launch(st, cfg, k, x2, cuda.f32(-0.5), cuda.f32(3), cuda.u64(N))
 end)
 t.is(kdef.node_count, 4, "two copies and two kernels")
+t.is(types(kdef), "kernel=2,memcpy=2", "node_types: two copies and two kernels")
 local want1, want2 = pinned:allocate(N * 4):view("float32"), pinned:allocate(N * 4):view("float32")
 local function check(g, round, name)
   in1:view("float32"):random(-100, 100, seed + round)
@@ -232,6 +242,7 @@ local tmp = gm:allocate(N, s0)
 tmp:fill(1, s0)
 tmp:close(s0)
 local mdef = s0:end_capture{instantiate = false}
+t.is(types(mdef), "alloc=1,free=1,memset=1", "node_types: an allocation, a fill, a free")
 t.raises(function() mdef:clone() end, "cuGraphClone", "a graph that allocates is not cloned")
 local me = mdef:instantiate()
 me:launch(s0); s0:sync()
@@ -255,7 +266,7 @@ local calls = {
   clone = function(x) x:clone():close() end,
   dot = function(x) return x:debug_dot_str() end,
   child = function(x) local bb = cuda.Graph(dev); bb:child(nil, x); bb:close() end,
-  count = function(x) return x.node_count, tostring(x) end,
+  count = function(x) return x.node_count, tostring(x), x.node_types end,
   update = function(x) local e = x:instantiate(); e:update(x); e:close() end,
 }
 local made, refused, bad = 0, 0, {}

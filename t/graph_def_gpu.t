@@ -36,6 +36,8 @@ s0:wait(s2:record())
 local def = s0:end_capture{instantiate = false}
 t.is(def.node_count, 6, "six nodes: the records and waits between the streams are none")
 t.like(tostring(def), "^cuda%.GraphDefinition%(6 nodes", "tostring")
+local types = def.node_types
+t.ok(types.memcpy == 4 and types.kernel == 2, ("node_types: four copies, two kernels (%s memcpy, %s kernel)"):format(types.memcpy, types.kernel))
 local dot = def:debug_dot_str()
 t.like(dot, "digraph", "DOT text")
 t.like(dot, "scale_and_bias", "the DOT text names the kernel")

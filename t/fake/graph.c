@@ -56,12 +56,26 @@ CUresult fake_graph_append(CUgraph g, const struct fake_Work *w)
   return graph_push(g, &item);
 }
 
+static struct CUgraph_st *graphs;   /* every graph graph_alloc made and graph_release did not free */
+
 static struct CUgraph_st *graph_alloc(void)
 {
   struct CUgraph_st *g = calloc(1, sizeof *g);
-  if (g)
+  if (g) {
     g->magic = GRAPH_MAGIC;
+    g->next = graphs;
+    graphs = g;
+  }
   return g;
+}
+
+static void graph_unlist(CUgraph g)
+{
+  for (struct CUgraph_st **p = &graphs; *p; p = &(*p)->next)
+    if (*p == g) {
+      *p = g->next;
+      return;
+    }
 }
 
 static void graph_release(CUgraph g);
@@ -84,6 +98,7 @@ static void graph_release(CUgraph g)
   for (size_t i = 0; g && i < g->n; i++)
     item_release(&g->work[i]);
   if (g) {
+    graph_unlist(g);
     g->magic = 0;
     free(g->work);
     free(g);
@@ -552,7 +567,9 @@ static void dot_nodes(FILE *f, CUgraph g, int depth)
 {
   for (size_t i = 0; i < g->n; i++) {
     const struct fake_Work *w = &g->work[i];
-    fprintf(f, "%*snode%llu [label=\"%s", 2 * depth, "", w->node, work_names[w->kind]);
+    int wait = w->kind == WORK_NOP && w->u.event.ev;   /* an event wait node */
+    fprintf(f, "%*snode%llu [label=\"%s", 2 * depth, "", w->node,
+            wait ? "WAIT_EVENT" : work_names[w->kind]);
     if (w->kind == WORK_KERNEL)
       fprintf(f, "\\n%s", fake_function_name(w->u.kernel.fn));
     fprintf(f, "\"];\n");
@@ -577,4 +594,29 @@ CUresult fake_cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned int fla
   dot_nodes(f, g, 1);
   fprintf(f, "}\n");
   return fclose(f) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+}
+
+/* A node's type: found among the live graphs by its handle. An event wait
+ * node is a no-op that names its event, an empty node one that does not. */
+CUresult fake_cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type)
+{
+  FAKE_ENTER(cuGraphNodeGetType);
+  static const CUgraphNodeType types[] = {
+    [WORK_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL, [WORK_MEMCPY] = CU_GRAPH_NODE_TYPE_MEMCPY,
+    [WORK_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET, [WORK_EVENT] = CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+    [WORK_NOP] = CU_GRAPH_NODE_TYPE_EMPTY, [WORK_HOST] = CU_GRAPH_NODE_TYPE_HOST,
+    [WORK_CHILD] = CU_GRAPH_NODE_TYPE_GRAPH, [WORK_COND] = CU_GRAPH_NODE_TYPE_CONDITIONAL,
+    [WORK_MEMALLOC] = CU_GRAPH_NODE_TYPE_MEM_ALLOC, [WORK_MEMFREE] = CU_GRAPH_NODE_TYPE_MEM_FREE
+  };
+  if (!type)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (CUgraph g = graphs; g; g = g->next)
+    for (size_t i = 0; i < g->n; i++) {
+      const struct fake_Work *w = &g->work[i];
+      if (node_handle(w->node) != node)
+        continue;
+      *type = w->kind == WORK_NOP && w->u.event.ev ? CU_GRAPH_NODE_TYPE_WAIT_EVENT : types[w->kind];
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_INVALID_VALUE;
 }
