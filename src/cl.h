@@ -740,6 +740,13 @@ void cl_graphdef_fill(lua_State *L, int di, CUgraph graph, int devi, int refs, v
 /* The graph of the open definition at i, its device and green context
  * (NULL for none), for b:child and g:update; raises for a closed one. */
 CUgraph cl_graphdef_graph(lua_State *L, int i, cl_Device **dev, void **green);
+/* What in the open definition at i (at any depth of child graphs) cuda.h
+ * restricts in a child graph: a mask of CL_DEF_EVENTS (event record or
+ * wait nodes) and CL_DEF_CONDITIONAL (conditional nodes). Raises the
+ * driver's errors; runs no Lua otherwise. */
+#define CL_DEF_EVENTS 1
+#define CL_DEF_CONDITIONAL 2
+unsigned cl_graphdef_restrictions(lua_State *L, int i);
 /* An executable of the definition at di was closed: once the definition is
  * closed too and none is left, what its nodes use may go. Runs no Lua. */
 void cl_graphdef_exec_closed(lua_State *L, int di);

@@ -336,8 +336,15 @@ static int builder_child_def(lua_State *L, int ni)
   if (green)
     luaL_argerror(L, 3, "a graph captured in a green context runs only on that context's "
                         "streams: it cannot be a child graph");
+  unsigned has = cl_graphdef_restrictions(L, 3);   /* as builder_child's checks */
+  luaL_argcheck(L, !(has & CL_DEF_CONDITIONAL), 3,
+                "a graph with conditional nodes cannot be a child graph (cuda.h)");
+  if (b->parent && (has & CL_DEF_EVENTS))
+    return luaL_error(L, "a conditional body cannot hold event record or wait nodes, nor a "
+                         "child graph with some (cuda.h)");
   cl_device_activate(L, b->dev);
   CL_TRY(L, cuGraphAddChildGraphNode, (&node, b->graph, deps, n, child));
+  b->has_events |= (has & CL_DEF_EVENTS) != 0;
   finish_node(L, ni, node, 3, 3);   /* the definition's GraphRefs merge into the builder's */
   lua_pushvalue(L, ni);
   return 1;

@@ -269,41 +269,71 @@ static const char *const node_type_names[] = {
 };
 #define NTYPES (sizeof node_type_names / sizeof node_type_names[0])
 
-/* Tally d's nodes by type into counts (others: types this file has no name
- * for); the driver's error and the call that gave it (*api), or
- * CUDA_ERROR_OUT_OF_MEMORY. Runs no Lua. */
-static CUresult tally_types(const GraphDef *d, size_t counts[NTYPES], size_t *others,
-                            const char **api)
+/* What cuda.h forbids in some child graphs: event record and wait nodes
+ * (in a conditional body's), conditional nodes (in any). */
+enum { HAS_EVENTS = CL_DEF_EVENTS, HAS_CONDITIONAL = CL_DEF_CONDITIONAL };
+
+/* Visit g's nodes: tally their types into counts (others: types this file
+ * has no name for) and their restrictions into *mask, looking depth levels
+ * down into child graphs; the driver's error and the call that gave it
+ * (*api), or CUDA_ERROR_OUT_OF_MEMORY. Runs no Lua. */
+static CUresult scan(CUgraph g, size_t counts[NTYPES], size_t *others, unsigned *mask, int depth,
+                     const char **api)
 {
   size_t n = 0;
   *api = "cuGraphGetNodes";
-  CUresult r = CL_CALL(cuGraphGetNodes, (d->graph, NULL, &n));
+  CUresult r = CL_CALL(cuGraphGetNodes, (g, NULL, &n));
   CUgraphNode *nodes = r == CUDA_SUCCESS && n > 0 ? malloc(n * sizeof *nodes) : NULL;
   if (r != CUDA_SUCCESS || n == 0)
     return r;
   if (nodes == NULL)
     return CUDA_ERROR_OUT_OF_MEMORY;
   size_t room = n;
-  r = CL_CALL(cuGraphGetNodes, (d->graph, nodes, &n));
+  r = CL_CALL(cuGraphGetNodes, (g, nodes, &n));
   for (size_t k = 0; r == CUDA_SUCCESS && k < n && k < room; k++) {
     CUgraphNodeType type;
     *api = "cuGraphNodeGetType";
-    r = CL_CALL(cuGraphNodeGetType, (nodes[k], &type));
-    if (r == CUDA_SUCCESS && (unsigned)type < NTYPES)
+    if ((r = CL_CALL(cuGraphNodeGetType, (nodes[k], &type))) != CUDA_SUCCESS)
+      break;
+    if ((unsigned)type < NTYPES)
       counts[type]++;
-    else if (r == CUDA_SUCCESS)
+    else
       ++*others;
+    if (type == CU_GRAPH_NODE_TYPE_EVENT_RECORD || type == CU_GRAPH_NODE_TYPE_WAIT_EVENT)
+      *mask |= HAS_EVENTS;
+    else if (type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+      *mask |= HAS_CONDITIONAL;
+    else if (type == CU_GRAPH_NODE_TYPE_GRAPH && depth > 0) {
+      CUgraph child = NULL;
+      size_t below[NTYPES] = {0}, below_others = 0;
+      *api = "cuGraphChildGraphNodeGetGraph";
+      r = CL_CALL(cuGraphChildGraphNodeGetGraph, (nodes[k], &child));
+      if (r == CUDA_SUCCESS)
+        r = scan(child, below, &below_others, mask, depth - 1, api);
+    }
   }
   free(nodes);
   return r;
+}
+
+unsigned cl_graphdef_restrictions(lua_State *L, int i)
+{
+  GraphDef *d = check_def(L, i);
+  size_t counts[NTYPES] = {0}, others = 0;
+  unsigned mask = 0;
+  const char *api;
+  CUresult r = scan(d->graph, counts, &others, &mask, 32, &api);
+  cl_check(L, r, api);
+  return mask;
 }
 
 /* def.node_types: {kernel = 2, memcpy = 4, ...}, the types present only */
 static int push_node_types(lua_State *L, const GraphDef *d)
 {
   size_t counts[NTYPES] = {0}, others = 0;
+  unsigned mask = 0;
   const char *api;
-  CUresult r = tally_types(d, counts, &others, &api);
+  CUresult r = scan(d->graph, counts, &others, &mask, 0, &api);
   cl_check(L, r, api);
   /* d is not used from here on: the table may allocate */
   lua_createtable(L, 0, 4);

@@ -327,6 +327,8 @@ local actions = {
       s:wait(s2:record())
       graph_buffer():fill(cuda.u8(4), s)
       add("def", s:end_capture{instantiate = false}) end end,
+  function() local s, g = pick("stream"), pick("graph"); if s and g then   -- a launch captured: its nodes
+      s:begin_capture(); pcall(g.launch, g, s); add("def", s:end_capture{instantiate = false}) end end,
   function() local d = pick("def"); if d then add("def", d:clone()) end end,
   function() local d = pick("def"); if d then origin[add("graph", d:instantiate(math.random(2) == 1 and {use_node_priority = true} or nil))] = "definition" end end,
   function() local b, d = pick("builder"), pick("def"); if b and d then add("node", b:child(pick("node"), d)) end end,

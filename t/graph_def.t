@@ -210,6 +210,31 @@ do
   t.is(pinned.live_buffers, live0 - 1, "and lets go of it with its graph")
 end
 
+-- cuda.h's restrictions on child graphs hold for definitions too: a
+-- captured launch of a built graph with an event record node (the fake
+-- inlines it) cannot go into a conditional body, directly or through a
+-- builder that took it as a child
+do
+  local ev = dev:create_event()
+  local inner = cuda.Graph(dev)
+  inner:record(inner:memset(nil, a, 1), ev)
+  local ig = inner:instantiate()
+  s0:begin_capture()
+  ig:launch(s0)
+  local evdef = s0:end_capture{instantiate = false}
+  t.is(types(evdef), "event_record=1,memset=1", "node_types: a record node")
+  local outer = cuda.Graph(dev)
+  local _, body = outer:if_cond(nil, outer:create_conditional_handle())
+  t.raises(function() body:child(nil, evdef) end, "conditional body cannot hold event record",
+           "a definition with an event node is refused in a conditional body")
+  local mid = cuda.Graph(dev)
+  mid:child(nil, evdef)
+  t.raises(function() body:child(nil, mid) end, "nor a child graph with some",
+           "and so is a builder that took it as a child")
+  t.raises(function() outer:child(nil, outer) end, "its own child", "the builder checks still hold")
+  outer:close(); mid:close(); evdef:close(); ig:close(); inner:close()
+end
+
 -- end_capture keeps its default: an executable
 local plain = fork_join(function(st) a:fill(5, st) end, function(st) b:fill(6, st) end, {})
 t.is(getmetatable(plain).__name, "cuda.Graph", "end_capture{} still instantiates")

@@ -596,8 +596,29 @@ CUresult fake_cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned int fla
   return fclose(f) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
 }
 
-/* A node's type: found among the live graphs by its handle. An event wait
- * node is a no-op that names its event, an empty node one that does not. */
+/* A node's item, found among the live graphs by its handle; NULL for none. */
+static const struct fake_Work *find_node(CUgraphNode node)
+{
+  for (CUgraph g = graphs; g; g = g->next)
+    for (size_t i = 0; i < g->n; i++)
+      if (node_handle(g->work[i].node) == node)
+        return &g->work[i];
+  return NULL;
+}
+
+/* The graph a child graph node owns (not a copy: it goes with the node). */
+CUresult fake_cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph *graph)
+{
+  FAKE_ENTER(cuGraphChildGraphNodeGetGraph);
+  const struct fake_Work *w = find_node(node);
+  if (!graph || !w || w->kind != WORK_CHILD)
+    return CUDA_ERROR_INVALID_VALUE;
+  *graph = w->u.child.graph;
+  return CUDA_SUCCESS;
+}
+
+/* A node's type. An event wait node is a no-op that names its event, an
+ * empty node one that does not. */
 CUresult fake_cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type)
 {
   FAKE_ENTER(cuGraphNodeGetType);
@@ -608,15 +629,9 @@ CUresult fake_cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type)
     [WORK_CHILD] = CU_GRAPH_NODE_TYPE_GRAPH, [WORK_COND] = CU_GRAPH_NODE_TYPE_CONDITIONAL,
     [WORK_MEMALLOC] = CU_GRAPH_NODE_TYPE_MEM_ALLOC, [WORK_MEMFREE] = CU_GRAPH_NODE_TYPE_MEM_FREE
   };
-  if (!type)
+  const struct fake_Work *w = find_node(node);
+  if (!type || !w)
     return CUDA_ERROR_INVALID_VALUE;
-  for (CUgraph g = graphs; g; g = g->next)
-    for (size_t i = 0; i < g->n; i++) {
-      const struct fake_Work *w = &g->work[i];
-      if (node_handle(w->node) != node)
-        continue;
-      *type = w->kind == WORK_NOP && w->u.event.ev ? CU_GRAPH_NODE_TYPE_WAIT_EVENT : types[w->kind];
-      return CUDA_SUCCESS;
-    }
-  return CUDA_ERROR_INVALID_VALUE;
+  *type = w->kind == WORK_NOP && w->u.event.ev ? CU_GRAPH_NODE_TYPE_WAIT_EVENT : types[w->kind];
+  return CUDA_SUCCESS;
 }
