@@ -33,6 +33,7 @@
 #define CL_LAUNCHCONFIG "cuda.LaunchConfig"
 #define CL_SCALAR       "cuda.Scalar"
 #define CL_GRAPH        "cuda.Graph"
+#define CL_GRAPHDEF     "cuda.GraphDefinition"
 #define CL_ARRAY        "cuda.Array"
 #define CL_TENSORMAP    "cuda.TensorMap"
 
@@ -728,6 +729,31 @@ CUgraphExec cl_graph_exec(lua_State *L, int i);
  * and its device, for g:update; raises otherwise. */
 CUgraph cl_builder_graph(lua_State *L, int bi, cl_Device **dev);
 void cl_open_graph_builder(lua_State *L);
+/* A captured graph before instantiation, a cuda.GraphDefinition
+ * (graph_def.c): cl_push_graphdef pushes one closed until cl_graphdef_fill
+ * (raw operations only) gives it graph, the device at devi, what its nodes
+ * use (the GraphRefs at refs) and, for a capture on a green context's
+ * stream, that context (green, its handle at ctxi; NULL and 0 otherwise). */
+void cl_push_graphdef(lua_State *L);
+void cl_graphdef_fill(lua_State *L, int di, CUgraph graph, int devi, int refs, void *green,
+                      int ctxi);
+/* The graph of the open definition at i, its device and green context
+ * (NULL for none), for b:child and g:update; raises for a closed one. */
+CUgraph cl_graphdef_graph(lua_State *L, int i, cl_Device **dev, void **green);
+/* What in the open definition at i (at any depth of child graphs) cuda.h
+ * restricts in a child graph: a mask of CL_DEF_EVENTS (event record or
+ * wait nodes) and CL_DEF_CONDITIONAL (conditional nodes). Raises the
+ * driver's errors; runs no Lua otherwise. */
+#define CL_DEF_EVENTS 1
+#define CL_DEF_CONDITIONAL 2
+unsigned cl_graphdef_restrictions(lua_State *L, int i);
+/* An executable of the definition at di was closed: once the definition is
+ * closed too and none is left, what its nodes use may go. Runs no Lua. */
+void cl_graphdef_exec_closed(lua_State *L, int di);
+/* The executable at gi runs in the green context green (its handle at
+ * ctxi), which it keeps alive and counts (graph.c). */
+void cl_graph_set_green(lua_State *L, int gi, void *green, int ctxi);
+void cl_open_graph_def(lua_State *L);
 /* Close the graph-memory buffer b (graph_memory.c): on s, a free node
  * while s is captured, else a free after the graph's launch; with no
  * stream, for Lua only. Raises only when given a stream. */

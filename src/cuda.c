@@ -49,6 +49,7 @@ int luaopen_cuda(lua_State *L)
   cl_open_term(L);
   cl_open_ipc(L);
   cl_open_graph_builder(L);
+  cl_open_graph_def(L);
   cl_open_graph_memory(L);
   cl_open_context(L);
   cl_open_nvtx(L);

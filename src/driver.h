@@ -39,7 +39,8 @@
   X(cuLaunchKernel) X(cuLaunchKernelEx)                                     \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)      \
   X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)                  \
-  X(cuGraphGetNodes)                                                        \
+  X(cuGraphGetNodes) X(cuGraphClone) X(cuGraphDebugDotPrint)               \
+  X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph)                   \
   X(cuGraphUpload) X(cuGraphCreate) X(cuGraphAddKernelNode)                 \
   X(cuGraphAddMemcpyNode) X(cuGraphAddMemsetNode) X(cuGraphAddEmptyNode)    \
   X(cuGraphAddEventRecordNode) X(cuGraphAddEventWaitNode)                   \

@@ -40,14 +40,20 @@ static const unsigned long long instantiate_flags[] = {
   CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
 };
 
-unsigned long long cl_check_instantiate_options(lua_State *L, int idx)
+/* The flags of the options at idx, whose names were checked */
+static unsigned long long instantiate_flags_of(lua_State *L, int idx)
 {
   unsigned long long flags = 0;
-  cl_check_options(L, idx, instantiate_options);
   for (int k = 0; instantiate_options[k]; k++)
     if (cl_opt_boolean(L, idx, instantiate_options[k], 0))
       flags |= instantiate_flags[k];
   return flags;
+}
+
+unsigned long long cl_check_instantiate_options(lua_State *L, int idx)
+{
+  cl_check_options(L, idx, instantiate_options);
+  return instantiate_flags_of(L, idx);
 }
 
 static Graph *check_graph(lua_State *L, int i)
@@ -138,6 +144,12 @@ void cl_graph_refs_add(lua_State *L, int hi, int vi)
     if (lua_getiuservalue(L, vi, 4) == LUA_TUSERDATA)   /* what updates brought in */
       merge_refs(L, hi, lua_gettop(L));
     lua_pop(L, 2);
+    return;
+  }
+  if (luaL_testudata(L, vi, CL_GRAPHDEF)) {   /* a definition adds what it holds */
+    if (lua_getiuservalue(L, vi, 4) == LUA_TUSERDATA)
+      merge_refs(L, hi, lua_gettop(L));
+    lua_pop(L, 1);
     return;
   }
   if (luaL_testudata(L, vi, CL_VIEW) ||       /* a view counts as its buffer, */
@@ -308,20 +320,54 @@ void cl_graph_instantiate(lua_State *L, int gi, CUgraph graph, int owns_graph, i
   }
 }
 
-/* s:end_capture([options]) -> cuda.Graph, instantiated */
+void cl_graph_set_green(lua_State *L, int gi, void *green, int ctxi)
+{
+  Graph *g = lua_touserdata(L, gi);
+  g->green = green;
+  cl_green_graph_opened(green);
+  lua_pushvalue(L, ctxi);       /* the context: alive while the graph is */
+  lua_setiuservalue(L, gi, 3);
+}
+
+/* end_capture's options: instantiate's, and whether to instantiate */
+static int check_end_options(lua_State *L, unsigned long long *flags)
+{
+  static const char *const known[] = {
+    "instantiate", "auto_free_on_launch", "device_launch", "use_node_priority", NULL
+  };
+  cl_check_options(L, 2, known);
+  int instantiate = cl_opt_boolean(L, 2, "instantiate", 1);
+  *flags = instantiate_flags_of(L, 2);
+  if (!instantiate && *flags)
+    luaL_argerror(L, 2, "instantiate = false takes no instantiate options: give them to "
+                        "def:instantiate");
+  return instantiate;
+}
+
+/* s:end_capture([options]) -> cuda.Graph, instantiated; with
+ * {instantiate = false}, a cuda.GraphDefinition (graph_def.c) */
 static int stream_end_capture(lua_State *L)
 {
   lua_settop(L, 2);
   luaL_checkudata(L, 1, CL_STREAM);
-  unsigned long long flags = cl_check_instantiate_options(L, 2);
-  cl_push_graph(L);             /* closed until instantiated */
-  int gi = lua_gettop(L);
+  unsigned long long flags;
+  int instantiate = check_end_options(L, &flags);
+  if (instantiate)
+    cl_push_graph(L);           /* closed until instantiated */
+  else {
+    cl_push_graphdef(L);        /* closed until it has the graph */
+    cl_push_graph_refs(L);      /* what it uses, should the stream hold no capture's */
+  }
+  int gi = instantiate ? lua_gettop(L) : lua_gettop(L) - 1;
   cl_Stream *s = cl_check_stream(L, 1);
+  if (s->capture && s->capture->origin != s)   /* its uses are the origin's capture's */
+    return luaL_error(L, "end_capture: the stream joined a capture that another stream began: "
+                         "end it on that stream");
   CUgraph graph = NULL;
   lua_getiuservalue(L, 1, 1);   /* the device */
   int devi = lua_gettop(L);
   lua_getiuservalue(L, 1, 3);   /* what the capture used */
-  int refs = s->capture ? lua_gettop(L) : 0;
+  int refs = s->capture ? lua_gettop(L) : instantiate ? 0 : gi + 1;
   if (s->green)                 /* instantiated in the context it was captured in */
     cl_green_activate(L, s->green);
   else
@@ -336,13 +382,14 @@ static int stream_end_capture(lua_State *L)
       cl_graph_refs_release(L, refs);   /* no graph will use what it captured */
     cl_raise(L, r, "cuStreamEndCapture");
   }
-  cl_graph_instantiate(L, gi, graph, 1, devi, refs, flags);
-  if (s->green) {
-    Graph *g = lua_touserdata(L, gi);
-    g->green = s->green;
-    cl_green_graph_opened(g->green);
-    lua_getiuservalue(L, 1, 2); /* the context: alive while the graph is */
-    lua_setiuservalue(L, gi, 3);
+  lua_getiuservalue(L, 1, 2);   /* the green context, or nil */
+  int ctxi = lua_gettop(L);
+  if (!instantiate)
+    cl_graphdef_fill(L, gi, graph, devi, refs, s->green, ctxi);
+  else {
+    cl_graph_instantiate(L, gi, graph, 1, devi, refs, flags);
+    if (s->green)
+      cl_graph_set_green(L, gi, s->green, ctxi);
   }
   lua_settop(L, gi);
   return 1;
@@ -457,20 +504,24 @@ static int update_refused(lua_State *L, CUresult r, const CUgraphExecUpdateResul
 static CUgraph update_source(lua_State *L, cl_Device **dev)
 {
   Graph *src = luaL_testudata(L, 2, CL_GRAPH);
-  if (src == NULL) {
+  if (src == NULL)
     lua_pushvalue(L, 2);
-    return cl_builder_graph(L, lua_gettop(L), dev);
+  else {
+    check_graph(L, 2);
+    lua_getiuservalue(L, 2, 2); /* its builder or definition, or what its capture used */
+    *dev = src->dev;
+    if (src->owns_graph)
+      return src->graph;
   }
-  check_graph(L, 2);
-  lua_getiuservalue(L, 2, 2);   /* its builder, or what its capture used */
-  *dev = src->dev;
-  if (src->owns_graph)
-    return src->graph;
+  void *green;
+  if (luaL_testudata(L, -1, CL_GRAPHDEF))
+    return cl_graphdef_graph(L, lua_gettop(L), dev, &green);
   return cl_builder_graph(L, lua_gettop(L), dev);
 }
 
 /* g:update(source): the executable runs the graph of source (a
- * cuda.GraphBuilder, or a cuda.Graph captured or built) from its next
+ * cuda.GraphBuilder or cuda.GraphDefinition, or a cuda.Graph captured,
+ * built or instantiated from a definition) from its next
  * launch, same topology with new parameters, without instantiating again.
  * What the new graph uses is kept alive; what the old one used is kept
  * too until g is closed: a launch of the old graph may still be running. */
@@ -478,8 +529,9 @@ static int graph_update(lua_State *L)
 {
   lua_settop(L, 2);
   luaL_checkudata(L, 1, CL_GRAPH);
-  luaL_argexpected(L, luaL_testudata(L, 2, CL_GRAPH) || luaL_testudata(L, 2, "cuda.GraphBuilder"),
-                   2, "cuda.GraphBuilder or cuda.Graph");
+  luaL_argexpected(L, luaL_testudata(L, 2, CL_GRAPH) || luaL_testudata(L, 2, "cuda.GraphBuilder") ||
+                   luaL_testudata(L, 2, CL_GRAPHDEF), 2,
+                   "cuda.GraphDefinition, cuda.GraphBuilder or cuda.Graph");
   cl_push_graph_refs(L);        /* 3: what updates bring in, unless g has one already */
   Graph *g = check_graph(L, 1);
   cl_Device *dev = NULL;
@@ -506,7 +558,7 @@ static int graph_update(lua_State *L)
   if (luaL_testudata(L, usesi, CL_GRAPHREFS))
     cl_graph_refs_add(L, hi, usesi);   /* a capture's */
   else {
-    lua_getiuservalue(L, usesi, 4);    /* a builder's */
+    lua_getiuservalue(L, usesi, 4);    /* a builder's or a definition's */
     cl_graph_refs_add(L, hi, lua_gettop(L));
   }
   return 0;
@@ -525,6 +577,8 @@ static int graph_close(lua_State *L)
     if (lua_getiuservalue(L, 1, 2) == LUA_TUSERDATA) {
       if (luaL_testudata(L, -1, CL_GRAPHREFS))
         cl_graph_refs_release(L, lua_gettop(L));   /* what the capture used */
+      else if (luaL_testudata(L, -1, CL_GRAPHDEF))
+        cl_graphdef_exec_closed(L, lua_gettop(L)); /* its definition's */
       else
         cl_builder_exec_closed(L, lua_gettop(L));  /* a built graph's are its builder's */
     }
@@ -539,16 +593,18 @@ static int graph_close(lua_State *L)
 }
 
 /* The node count of the graph at index 1; a built graph's nodes are its
- * builder's, gone once the builder is closed. */
+ * builder's (or definition's), gone once that is closed. */
 static size_t node_count(lua_State *L, Graph *g)
 {
   size_t n = 0;
   if (!g->owns_graph) {
     lua_getiuservalue(L, 1, 2);
-    const int *builder_closed = lua_touserdata(L, -1);   /* handles start with `closed` */
+    const int *source_closed = lua_touserdata(L, -1);   /* handles start with `closed` */
+    int def = luaL_testudata(L, -1, CL_GRAPHDEF) != NULL;
     lua_pop(L, 1);
-    if (builder_closed == NULL || *builder_closed)
-      luaL_error(L, "the cuda.GraphBuilder of this graph is closed");
+    if (source_closed == NULL || *source_closed)
+      luaL_error(L, def ? "the cuda.GraphDefinition of this graph is closed"
+                        : "the cuda.GraphBuilder of this graph is closed");
   }
   CL_TRY(L, cuGraphGetNodes, (g->graph, NULL, &n));
   return n;

@@ -322,10 +322,40 @@ static int builder_event_node(lua_State *L, int wait)
 static int builder_record(lua_State *L) { return builder_event_node(L, 0); }
 static int builder_wait(lua_State *L) { return builder_event_node(L, 1); }
 
-/* b:child(deps, other_builder): the driver copies the child graph */
+/* b:child(deps, def): the graph of a cuda.GraphDefinition (a capture's) */
+static int builder_child_def(lua_State *L, int ni)
+{
+  Builder *b;
+  CUgraphNode deps[MAX_DEPS], node;
+  size_t n = begin_node(L, &b, deps);
+  cl_Device *dev;
+  void *green;
+  CUgraph child = cl_graphdef_graph(L, 3, &dev, &green);
+  if (dev != b->dev)
+    luaL_argerror(L, 3, "the graph belongs to another device");
+  if (green)
+    luaL_argerror(L, 3, "a graph captured in a green context runs only on that context's "
+                        "streams: it cannot be a child graph");
+  unsigned has = cl_graphdef_restrictions(L, 3);   /* as builder_child's checks */
+  luaL_argcheck(L, !(has & CL_DEF_CONDITIONAL), 3,
+                "a graph with conditional nodes cannot be a child graph (cuda.h)");
+  if (b->parent && (has & CL_DEF_EVENTS))
+    return luaL_error(L, "a conditional body cannot hold event record or wait nodes, nor a "
+                         "child graph with some (cuda.h)");
+  cl_device_activate(L, b->dev);
+  CL_TRY(L, cuGraphAddChildGraphNode, (&node, b->graph, deps, n, child));
+  b->has_events |= (has & CL_DEF_EVENTS) != 0;
+  finish_node(L, ni, node, 3, 3);   /* the definition's GraphRefs merge into the builder's */
+  lua_pushvalue(L, ni);
+  return 1;
+}
+
+/* b:child(deps, other_builder or def): the driver copies the child graph */
 static int builder_child(lua_State *L)
 {
   int ni = new_node(L, 3, 1);
+  if (luaL_testudata(L, 3, CL_GRAPHDEF))
+    return builder_child_def(L, ni);
   Builder *b;
   CUgraphNode deps[MAX_DEPS], node;
   size_t n = begin_node(L, &b, deps);

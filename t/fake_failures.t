@@ -54,6 +54,15 @@ local function workload()
   local _ = tostring(g)
   g:launch(s)
   g:upload(s)
+  -- a graph definition: cloned, instantiated, printed, a child graph
+  s:begin_capture()
+  x:copy_to(h, s)
+  local def <close> = s:end_capture{instantiate = false}
+  local copy <close> = def:clone()
+  local dg <close> = copy:instantiate()
+  local _ = def:debug_dot_str(), def.node_count, def.node_types
+  local holder <close> = cuda.Graph(d)
+  holder:child(nil, def)
   -- explicit graphs: every node kind, an update
   local b <close> = cuda.Graph(d)
   local child <close> = cuda.Graph(d)

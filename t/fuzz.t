@@ -376,6 +376,25 @@ local actions = {
         :set_batch_target_time(1e-4):set_timeout(0.01):set_min_samples(math.random(1, 3))
       for i = #h.registry, 1, -1 do h.registry[i] = nil end
       run.run(run.plan({b}, {}, {dev}), {log = function() end, l2_bytes = math.random(0, 8192), clock_source = false}) end,
+  -- graph definitions (s:end_capture{instantiate = false}): a fork/join
+  -- capture, clones, executables, child nodes, updates, DOT, closes
+  function() local s, s2 = pick("stream"), pick("stream"); if s and s2 then
+      s:begin_capture()
+      s2:wait(s:record())
+      graph_buffer():fill(cuda.u8(3), s2)
+      s:wait(s2:record())
+      graph_buffer():fill(cuda.u8(4), s)
+      add("def", s:end_capture{instantiate = false}) end end,
+  function() local s, g = pick("stream"), pick("graph"); if s and g then   -- a launch captured: its nodes
+      s:begin_capture(); pcall(g.launch, g, s); add("def", s:end_capture{instantiate = false}) end end,
+  function() local d = pick("def"); if d then add("def", d:clone()) end end,
+  function() local d = pick("def"); if d then origin[add("graph", d:instantiate(math.random(2) == 1 and {use_node_priority = true} or nil))] = "definition" end end,
+  function() local b, d = pick("builder"), pick("def"); if b and d then add("node", b:child(pick("node"), d)) end end,
+  function() local g, d = pick("graph"), pick("def"); if g and d then g:update(d) end end,
+  function() local d = pick("def"); if d then return d.node_count, d.node_types, tostring(d), d.device, d:debug_dot_str{verbose = math.random(2) == 1} end end,
+  function() local d = pick("def"); if d then d:debug_dot_print(fuzz_dir .. "/def.dot", {handles = true}) end end,
+  function() close(pick("def")) end,
+  function() local list = pool.def; if list and #list > 0 then table.remove(list, math.random(#list)) end end,
 }
 
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro

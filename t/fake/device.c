@@ -82,6 +82,8 @@ static const struct { CUresult r; const char *name, *text; } errors[] = {
    "invalid resource type"},
   {CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
    "invalid resource configuration"},
+  {CUDA_ERROR_OPERATING_SYSTEM, "CUDA_ERROR_OPERATING_SYSTEM",
+   "OS call failed or operation not supported on this OS"},
   {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 

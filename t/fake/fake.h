@@ -91,6 +91,7 @@ struct CUgraph_st {
   unsigned magic;
   struct fake_Work *work;
   size_t n, cap;
+  struct CUgraph_st *next;   /* every graph of nodes (not executables), for cuGraphNodeGetType */
 };
 
 /* stream.c. With CUDALUA_FAKE_HOST_THREAD=1 in the environment (read at

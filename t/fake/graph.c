@@ -16,6 +16,7 @@
  * instantiate (CUDA_ERROR_NOT_SUPPORTED) when it is not, since nothing
  * could end the loop. `switch` nodes are not supported. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,12 +56,26 @@ CUresult fake_graph_append(CUgraph g, const struct fake_Work *w)
   return graph_push(g, &item);
 }
 
+static struct CUgraph_st *graphs;   /* every graph graph_alloc made and graph_release did not free */
+
 static struct CUgraph_st *graph_alloc(void)
 {
   struct CUgraph_st *g = calloc(1, sizeof *g);
-  if (g)
+  if (g) {
     g->magic = GRAPH_MAGIC;
+    g->next = graphs;
+    graphs = g;
+  }
   return g;
+}
+
+static void graph_unlist(CUgraph g)
+{
+  for (struct CUgraph_st **p = &graphs; *p; p = &(*p)->next)
+    if (*p == g) {
+      *p = g->next;
+      return;
+    }
 }
 
 static void graph_release(CUgraph g);
@@ -83,6 +98,7 @@ static void graph_release(CUgraph g)
   for (size_t i = 0; g && i < g->n; i++)
     item_release(&g->work[i]);
   if (g) {
+    graph_unlist(g);
     g->magic = 0;
     free(g->work);
     free(g);
@@ -505,5 +521,117 @@ CUresult fake_cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *count)
   for (size_t i = 0; nodes && i < *count && i < g->n; i++)
     nodes[i] = node_handle(g->work[i].node);
   *count = g->n;
+  return CUDA_SUCCESS;
+}
+
+/* --- copies and pictures --------------------------------------------------- */
+
+/* Whether g (or a graph its nodes own) holds a node cuGraphClone refuses:
+ * memory allocations and frees, and conditional nodes (cuda.h). */
+static int clone_refused(CUgraph g)
+{
+  for (size_t i = 0; i < g->n; i++) {
+    const struct fake_Work *w = &g->work[i];
+    if (w->kind == WORK_MEMALLOC || w->kind == WORK_MEMFREE || w->kind == WORK_COND ||
+        (w->kind == WORK_CHILD && clone_refused(w->u.child.graph)))
+      return 1;
+  }
+  return 0;
+}
+
+CUresult fake_cuGraphClone(CUgraph *clone, CUgraph g)
+{
+  FAKE_ENTER(cuGraphClone);
+  if (!clone || !graph_valid(g))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (clone_refused(g))
+    return CUDA_ERROR_NOT_SUPPORTED;
+  *clone = graph_clone(g);
+  if (!*clone)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  fake_keep(*clone);
+  fake_live[FAKE_GRAPH]++;
+  return CUDA_SUCCESS;
+}
+
+static const char *const work_names[] = {
+  [WORK_KERNEL] = "KERNEL", [WORK_MEMCPY] = "MEMCPY", [WORK_MEMSET] = "MEMSET",
+  [WORK_EVENT] = "EVENT_RECORD", [WORK_NOP] = "EMPTY", [WORK_HOST] = "HOST",
+  [WORK_CHILD] = "GRAPH", [WORK_COND] = "CONDITIONAL", [WORK_MEMALLOC] = "MEM_ALLOC",
+  [WORK_MEMFREE] = "MEM_FREE"
+};
+
+/* One DOT statement a node, in the order they were added; a child graph as
+ * a cluster of its own nodes. The fake keeps no edges: its order is one. */
+static void dot_nodes(FILE *f, CUgraph g, int depth)
+{
+  for (size_t i = 0; i < g->n; i++) {
+    const struct fake_Work *w = &g->work[i];
+    int wait = w->kind == WORK_NOP && w->u.event.ev;   /* an event wait node */
+    fprintf(f, "%*snode%llu [label=\"%s", 2 * depth, "", w->node,
+            wait ? "WAIT_EVENT" : work_names[w->kind]);
+    if (w->kind == WORK_KERNEL)
+      fprintf(f, "\\n%s", fake_function_name(w->u.kernel.fn));
+    fprintf(f, "\"];\n");
+    if (w->kind == WORK_CHILD) {
+      fprintf(f, "%*ssubgraph cluster_%llu {\n", 2 * depth, "", w->node);
+      dot_nodes(f, w->u.child.graph, depth + 1);
+      fprintf(f, "%*s}\n", 2 * depth, "");
+    }
+  }
+}
+
+CUresult fake_cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned int flags)
+{
+  FAKE_ENTER(cuGraphDebugDotPrint);
+  (void)flags;
+  if (!graph_valid(g) || !path)
+    return CUDA_ERROR_INVALID_VALUE;
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return CUDA_ERROR_OPERATING_SYSTEM;
+  fprintf(f, "digraph fakecuda {\n");
+  dot_nodes(f, g, 1);
+  fprintf(f, "}\n");
+  return fclose(f) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+}
+
+/* A node's item, found among the live graphs by its handle; NULL for none. */
+static const struct fake_Work *find_node(CUgraphNode node)
+{
+  for (CUgraph g = graphs; g; g = g->next)
+    for (size_t i = 0; i < g->n; i++)
+      if (node_handle(g->work[i].node) == node)
+        return &g->work[i];
+  return NULL;
+}
+
+/* The graph a child graph node owns (not a copy: it goes with the node). */
+CUresult fake_cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph *graph)
+{
+  FAKE_ENTER(cuGraphChildGraphNodeGetGraph);
+  const struct fake_Work *w = find_node(node);
+  if (!graph || !w || w->kind != WORK_CHILD)
+    return CUDA_ERROR_INVALID_VALUE;
+  *graph = w->u.child.graph;
+  return CUDA_SUCCESS;
+}
+
+/* A node's type. An event wait node is a no-op that names its event, an
+ * empty node one that does not. */
+CUresult fake_cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type)
+{
+  FAKE_ENTER(cuGraphNodeGetType);
+  static const CUgraphNodeType types[] = {
+    [WORK_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL, [WORK_MEMCPY] = CU_GRAPH_NODE_TYPE_MEMCPY,
+    [WORK_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET, [WORK_EVENT] = CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+    [WORK_NOP] = CU_GRAPH_NODE_TYPE_EMPTY, [WORK_HOST] = CU_GRAPH_NODE_TYPE_HOST,
+    [WORK_CHILD] = CU_GRAPH_NODE_TYPE_GRAPH, [WORK_COND] = CU_GRAPH_NODE_TYPE_CONDITIONAL,
+    [WORK_MEMALLOC] = CU_GRAPH_NODE_TYPE_MEM_ALLOC, [WORK_MEMFREE] = CU_GRAPH_NODE_TYPE_MEM_FREE
+  };
+  const struct fake_Work *w = find_node(node);
+  if (!type || !w)
+    return CUDA_ERROR_INVALID_VALUE;
+  *type = w->kind == WORK_NOP && w->u.event.ev ? CU_GRAPH_NODE_TYPE_WAIT_EVENT : types[w->kind];
   return CUDA_SUCCESS;
 }

@@ -5,8 +5,10 @@
  * complete as soon as it is recorded; it records a monotonic clock so
  * elapsed times are real and >= 0. A capturing stream records its work into
  * a graph instead; streams that wait on an event recorded in a capture join
- * it (fork/join capture), until the origin stream ends the capture. Graphs
- * are graph.c's. */
+ * it (fork/join capture), until the origin stream ends the capture. As on a
+ * GPU, such a record and its waits are dependencies between the captured
+ * nodes, not nodes: a graph's work runs in the order it was issued, which
+ * already honours them. Graphs are graph.c's. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -311,9 +313,13 @@ CUresult fake_cuEventRecord(CUevent ev, CUstream s)
   FAKE_ENTER(cuEventRecord);
   if (!fake_event_valid(ev))
     return CUDA_ERROR_INVALID_HANDLE;
+  if (!fake_stream_valid(s))
+    return CUDA_ERROR_INVALID_HANDLE;
+  ev->capture = capturing(s) ? s->capture : NULL;
+  if (ev->capture)   /* as on a GPU: a dependency for waits in the capture, not a node */
+    return CUDA_SUCCESS;
   struct fake_Work w = {.kind = WORK_EVENT};
   w.u.event.ev = ev;
-  ev->capture = capturing(s) ? s->capture : NULL;
   return fake_submit(s, &w);
 }
 
