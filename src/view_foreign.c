@@ -44,8 +44,9 @@ static size_t check_foreign(lua_State *L, ViewForeign *f)
 {
   view_check_layout(L, &f->layout, 1, SIZE_MAX);
   size_t need = extent_bytes(&f->layout), itemsize = cl_dtype_sizes[f->layout.type];
-  if (need > (size_t)LUA_MAXINTEGER || f->ptr > UINTPTR_MAX - need)
-    luaL_error(L, "%s: %I bytes from address %p pass the end of the address space", CL_VIEW,
+  /* every address of it an integer: v.ptr and buf.ptr are Lua integers */
+  if (need > (size_t)LUA_MAXINTEGER || f->ptr > (uintptr_t)LUA_MAXINTEGER - need)
+    luaL_error(L, "%s: %I bytes from address %p pass the end of the address space (2^63)", CL_VIEW,
                (lua_Integer)need, (void *)f->ptr);
   if (f->ptr == 0 && need > 0)
     luaL_error(L, "%s: a null pointer with %I elements", CL_VIEW, (lua_Integer)f->layout.len);

@@ -10,6 +10,7 @@
 #include "fake.h"
 
 int luaopen_fakecuda(lua_State *L);
+void fake_open_dlpack(lua_State *L);   /* dlpack.c: a C library's DLPack tensors */
 
 static void check_name(lua_State *L, int i, const char *name)
 {
@@ -142,5 +143,6 @@ int luaopen_fakecuda(lua_State *L)
     {NULL, NULL}
   };
   luaL_newlib(L, functions);
+  fake_open_dlpack(L);
   return 1;
 }
