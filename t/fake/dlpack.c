@@ -45,9 +45,11 @@ typedef struct Versioned {
 typedef struct Made {
   union { Legacy l; Versioned v; } m;
   int64_t shape[16], strides[16];
+  struct Made *next;            /* on the list below when it has no deleter */
 } Made;
 
 static long deleted;
+static Made *no_deleter;        /* tensors nobody can delete: kept reachable, not leaked */
 
 static void delete_legacy(Legacy *self) { deleted++; free(self->ctx); }
 static void delete_versioned(Versioned *self) { deleted++; free(self->ctx); }
@@ -111,6 +113,10 @@ static int make(lua_State *L)
   } else {
     m->m.l.ctx = m;
     m->m.l.deleter = with_deleter ? delete_legacy : NULL;
+  }
+  if (!with_deleter) {
+    m->next = no_deleter;
+    no_deleter = m;
   }
   lua_pushlightuserdata(L, m);
   return 1;
