@@ -97,7 +97,7 @@ local function foreign_view()
   for i = 1, ndim do shape[i], strides[i] = math.random(0, 6), math.random(0, 6) end
   if c_order then strides = {ndim == 2 and shape[2] or 1, 1} end
   for i = 1, ndim do last = last + math.max(shape[i] - 1, 0) * strides[i] end
-  local off = math.random(0, 8) * sizes[d]
+  local off = math.random(0, 8) * 8     -- aligned for any kernel the fuzzer launches
   if off + (last + 1) * sizes[d] > 256 then return nil end
   return cuda.StridedMemoryView{ptr = graph_buffer().ptr + off, dtype = dtypes[d], shape = shape,
                                 strides = not c_order and strides or nil,
@@ -361,7 +361,9 @@ local actions = {
     local ok, w = pcall(cuda.from_dlpack, a, {versioned = versioned})
     if not ok then fakecuda.dlpack_delete(a, versioned) error(w, 0) end
     add("view", w) end,
-  function() local v = pick("view"); if v then return v:to_dlpack(any()) end end,
+  function() local v = pick("view"); if v and fakecuda then
+      local a = v:to_dlpack(any())      -- {} or nil only: a legacy tensor, deleted as a C library would
+      fakecuda.dlpack_delete(a, false) end end,
 }
 
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro
