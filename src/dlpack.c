@@ -24,6 +24,7 @@
  *
  * The structs are written here from the DLPack specification
  * (dlpack.h, version 1.1); the layout is its ABI. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,11 +140,44 @@ typedef struct Import {
   cl_Foreign base;              /* first: memory.c sees a cl_Foreign */
   void *tensor;
   int versioned;
+  struct Import *next;
 } Import;
+
+/* The tensors views own now, in every state of the process: a second
+ * from_dlpack of one would call its deleter twice. A list: a program
+ * holds few at once. */
+static pthread_mutex_t imports_lock = PTHREAD_MUTEX_INITIALIZER;
+static Import *imports;
+
+static int is_imported(const void *tensor)
+{
+  pthread_mutex_lock(&imports_lock);
+  const Import *im = imports;
+  while (im && im->tensor != tensor)
+    im = im->next;
+  pthread_mutex_unlock(&imports_lock);
+  return im != NULL;
+}
+
+static void set_imported(Import *add, Import *drop)
+{
+  pthread_mutex_lock(&imports_lock);
+  if (add) {
+    add->next = imports;
+    imports = add;
+  }
+  for (Import **p = &imports; drop && *p; p = &(*p)->next)
+    if (*p == drop) {
+      *p = drop->next;
+      break;
+    }
+  pthread_mutex_unlock(&imports_lock);
+}
 
 static void import_release(cl_Foreign *f)
 {
   Import *im = (Import *)f;
+  set_imported(NULL, im);       /* before the deleter: the address may be reused */
   if (im->versioned) {
     DLManagedTensorVersioned *t = im->tensor;
     if (t->deleter)
@@ -202,6 +236,8 @@ static int cuda_from_dlpack(lua_State *L)
   void *addr = (void *)view_check_address(L, 1, "the tensor's address");
   if (addr == NULL)
     luaL_argerror(L, 1, "a null tensor");
+  if (is_imported(addr))
+    luaL_argerror(L, 1, "a view owns this tensor already (from_dlpack takes a tensor over once)");
   ViewForeign f;
   memset(&f, 0, sizeof f);
   if (versioned) {
@@ -217,6 +253,7 @@ static int cuda_from_dlpack(lua_State *L)
   im->base.release = import_release;
   im->tensor = addr;
   im->versioned = versioned;
+  set_imported(im, NULL);
   return 1;
 }
 

@@ -45,6 +45,14 @@ for _, versioned in ipairs{false, true} do
   t.is(deleted(), before + 1, what .. ": and only once")
 end
 
+-- a tensor is taken over once: a second from_dlpack of it is refused
+local once = fakecuda.dlpack_make{data = hb.ptr, shape = {2}}
+local first_owner = cuda.from_dlpack(once)
+t.raises(function() return cuda.from_dlpack(once) end, "owns this tensor already",
+         "a second from_dlpack of the same tensor is refused")
+first_owner = nil
+settle()
+
 -- closing the view's buffer calls the deleter at once; the view is closed
 local before = deleted()
 local v = cuda.from_dlpack(fakecuda.dlpack_make{data = hb.ptr, shape = {4}, code = 1, bits = 8})
