@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudalua_dlpack.h"
 #include "view.h"
 
 /* --- DLPack's C structs ------------------------------------------------------ */
@@ -386,8 +387,83 @@ static int view_to_dlpack(lua_State *L)
   return 1;
 }
 
+/* --- the C API (cudalua_dlpack.h): the Lua functions, in protected mode ------- */
+
+/* (tensor, versioned) -> the view: cuda.from_dlpack's arguments made. */
+static int api_push_call(lua_State *L)
+{
+  int versioned = lua_toboolean(L, 2);
+  lua_settop(L, 1);
+  lua_createtable(L, 0, 1);
+  lua_pushboolean(L, versioned);
+  lua_setfield(L, -2, "versioned");
+  return cuda_from_dlpack(L);
+}
+
+static int api_push_any(lua_State *L, void *t, int versioned)
+{
+  if (!lua_checkstack(L, 4))
+    return LUA_ERRMEM;
+  lua_pushcfunction(L, api_push_call);
+  lua_pushlightuserdata(L, t);
+  lua_pushboolean(L, versioned);
+  return lua_pcall(L, 2, 1, 0);
+}
+
+static int api_push(lua_State *L, struct DLManagedTensorVersioned *t)
+{
+  return api_push_any(L, t, 1);
+}
+
+static int api_push_legacy(lua_State *L, struct DLManagedTensor *t)
+{
+  return api_push_any(L, t, 0);
+}
+
+/* (view, versioned) -> the tensor. Called without the metatables as
+ * upvalues, its view check falls back to the lookup by name. */
+static int api_to_call(lua_State *L)
+{
+  int versioned = lua_toboolean(L, 2);
+  lua_settop(L, 1);
+  lua_createtable(L, 0, 1);
+  lua_pushboolean(L, versioned);
+  lua_setfield(L, -2, "versioned");
+  return view_to_dlpack(L);
+}
+
+static void *api_to_any(lua_State *L, int idx, int versioned)
+{
+  idx = lua_absindex(L, idx);
+  if (!lua_checkstack(L, 4))
+    return NULL;
+  lua_pushcfunction(L, api_to_call);
+  lua_pushvalue(L, idx);
+  lua_pushboolean(L, versioned);
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK)
+    return NULL;                /* the message stays pushed */
+  void *t = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return t;
+}
+
+static struct DLManagedTensorVersioned *api_to(lua_State *L, int idx)
+{
+  return api_to_any(L, idx, 1);
+}
+
+static struct DLManagedTensor *api_to_legacy(lua_State *L, int idx)
+{
+  return api_to_any(L, idx, 0);
+}
+
 void view_open_dlpack(lua_State *L)
 {
+  static const cudalua_DLPackAPI api = {
+    CUDALUA_DLPACK_API_VERSION, api_push, api_push_legacy, api_to, api_to_legacy
+  };
+  lua_pushlightuserdata(L, (void *)&api);
+  lua_setfield(L, LUA_REGISTRYINDEX, CUDALUA_DLPACK_API);
   static const luaL_Reg methods[] = {{"to_dlpack", view_to_dlpack}, {NULL, NULL}};
   static const luaL_Reg functions[] = {{"from_dlpack", cuda_from_dlpack}, {NULL, NULL}};
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &hub_key) == LUA_TNIL) {   /* once per state */

@@ -253,6 +253,30 @@ for _, versioned in ipairs{false, true} do
 end
 settle()
 
+-- the C API (src/cudalua_dlpack.h), as a C library embedding Lua calls it
+for _, versioned in ipairs{false, true} do
+  local what = "C API, " .. (versioned and "versioned" or "legacy")
+  before = deleted()
+  local addr = fakecuda.dlpack_make{versioned = versioned, data = hb.ptr, code = 0, bits = 32, shape = {rows, cols}}
+  local cv, msg = fakecuda.dlpack_api_push(addr, versioned)
+  t.ok(cuda.is_view(cv) and cv[#cv] == flat[#flat], what .. ": push gives a view of the tensor (" .. tostring(msg) .. ")")
+  cv = nil
+  settle()
+  t.is(deleted(), before + 1, what .. ": the view owned it: its deleter ran once")
+  local bad_addr = fakecuda.dlpack_make{versioned = versioned, data = hb.ptr, shape = {4}, lanes = 2}
+  local none, err = fakecuda.dlpack_api_push(bad_addr, versioned)
+  t.ok(none == nil and tostring(err):find("lanes = 2"), what .. ": a bad tensor gives nil and the message, no error")
+  settle()
+  t.is(deleted(), before + 1, what .. ": and the caller keeps it")
+  fakecuda.dlpack_delete(bad_addr, versioned)
+  local out = fakecuda.dlpack_api_to(strided, versioned)
+  local r = out and fakecuda.dlpack_read(out, versioned)
+  t.ok(r and r.data == strided.ptr and r.shape[1] == cols and r.strides[2] == cols, what .. ": to gives the view's tensor")
+  fakecuda.dlpack_delete(out, versioned)
+  local nothing, why = fakecuda.dlpack_api_to(hb, versioned)
+  t.ok(nothing == nil and tostring(why):find("cuda.View expected", 1, true), what .. ": to of a buffer: nil and the message")
+end
+
 -- bad input to to_dlpack
 t.raises(function() return strided:to_dlpack{versioned = "yes"} end, "versioned", "versioned not a boolean")
 t.raises(function() return strided:to_dlpack{colour = 1} end, "unknown option 'colour'", "an unknown option")

@@ -9,12 +9,18 @@
  *                                     -> light userdata (a tensor it owns)
  *   fakecuda.dlpack_deleted()         -> how many of its deleters ran
  *   fakecuda.dlpack_delete(addr, versioned)   call a tensor's deleter, as a C consumer
- *   fakecuda.dlpack_read(addr, versioned)     -> a table of the tensor's fields */
+ *   fakecuda.dlpack_read(addr, versioned)     -> a table of the tensor's fields
+ *   fakecuda.dlpack_api_push(addr, versioned) -> a view, or nil and the message
+ *   fakecuda.dlpack_api_to(view, versioned)   -> a tensor, or nil and the message
+ * The last two go through cudalua's C API (src/cudalua_dlpack.h), as a C
+ * library embedding Lua would. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include <lauxlib.h>
 #include <lua.h>
+
+#include "../../src/cudalua_dlpack.h"
 
 void fake_open_dlpack(lua_State *L);
 
@@ -29,15 +35,15 @@ typedef struct {
   int64_t *shape, *strides;
   uint64_t byte_offset;
 } Tensor;
-typedef struct Legacy {
+typedef struct DLManagedTensor {
   Tensor t;
   void *ctx;
-  void (*deleter)(struct Legacy *);
+  void (*deleter)(struct DLManagedTensor *);
 } Legacy;
-typedef struct Versioned {
+typedef struct DLManagedTensorVersioned {
   Version version;
   void *ctx;
-  void (*deleter)(struct Versioned *);
+  void (*deleter)(struct DLManagedTensorVersioned *);
   uint64_t flags;
   Tensor t;
 } Versioned;
@@ -191,9 +197,34 @@ static int read_tensor(lua_State *L)
   return 1;
 }
 
+static int api_push(lua_State *L)
+{
+  luaL_checktype(L, 1, LUA_TLIGHTUSERDATA);
+  void *t = lua_touserdata(L, 1);
+  int r = lua_toboolean(L, 2) ? cudalua_push_dlpack(L, t) : cudalua_push_dlpack_legacy(L, t);
+  if (r == LUA_OK)
+    return 1;
+  lua_pushnil(L);
+  lua_insert(L, -2);
+  return 2;
+}
+
+static int api_to(lua_State *L)
+{
+  void *t = lua_toboolean(L, 2) ? (void *)cudalua_to_dlpack(L, 1) : (void *)cudalua_to_dlpack_legacy(L, 1);
+  if (t == NULL) {
+    lua_pushnil(L);
+    lua_insert(L, -2);
+    return 2;
+  }
+  lua_pushlightuserdata(L, t);
+  return 1;
+}
+
 void fake_open_dlpack(lua_State *L)
 {
   static const luaL_Reg functions[] = {
+    {"dlpack_api_push", api_push}, {"dlpack_api_to", api_to},
     {"dlpack_make", make}, {"dlpack_deleted", count}, {"dlpack_delete", delete_tensor},
     {"dlpack_read", read_tensor}, {NULL, NULL}
   };
