@@ -141,6 +141,28 @@ back:copy_from(db, s)
 s:sync()
 t.ok(back[first - 1] == 0 and back[first] == 7 and back[n] == 7,
      "a kernel given a foreign view at an offset writes from its first element")
+-- DLPack on the device: a view handed out and taken back (versioned), then
+-- a kernel on it; the export lets its view go when the taker's view goes
+local weak_dl = setmetatable({}, {__mode = "v"})
+local exported = db:view("float32", {rows, cols})
+weak_dl[1] = exported
+local dl = cuda.from_dlpack(exported:to_dlpack{versioned = true}, {versioned = true})
+exported = nil
+t.is(dl.is_device and dl.device_id == dev.id and dl.ptr == db.ptr and dl.shape[2] == cols, true,
+     "a device view through DLPack and back")
+src:copy_to(dl, s)
+cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 128}, kern, dl, cuda.f32(scale), cuda.f32(bias), cuda.u64(n))
+back:fill(-777)
+back:copy_from(dl, s)
+s:sync()
+ok, err = back:allclose(want, 1e-6, 0)
+t.ok(ok, "a kernel on a DLPack device view (max err " .. tostring(err) .. ")")
+collectgarbage(); collectgarbage()
+t.ok(weak_dl[1] ~= nil, "the export keeps its view while the taker's view lives")
+dl = nil
+collectgarbage(); collectgarbage()
+t.ok(weak_dl[1] == nil, "releasing the taker's view deletes the export, which lets its view go")
+
 -- pinned memory another library allocated: the host and kernels reach it
 local pb = pinned:allocate(64)
 local pv = cuda.StridedMemoryView{ptr = pb.ptr, dtype = "uint32", shape = 16, memory = "pinned", owner = pb}
