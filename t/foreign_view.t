@@ -11,6 +11,7 @@ t.seed()
 
 local dev = cuda.Device(0)
 dev:set_current()
+t.diag(os.getenv("CUDALUA_LIBCUDA") and "under the fake driver" or ("on the GPU: " .. dev.name))
 local s = dev:create_stream()
 local pinned = cuda.PinnedMemoryResource()
 local host = cuda.HostMemoryResource()
