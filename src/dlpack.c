@@ -160,25 +160,43 @@ static int is_imported(const void *tensor)
   return im != NULL;
 }
 
-static void set_imported(Import *add, Import *drop)
+/* Add im to the list unless its tensor is there already (a finalizer that
+ * ran while its view was made may have taken it): whether it was added. */
+static int claim_import(Import *im)
 {
   pthread_mutex_lock(&imports_lock);
-  if (add) {
-    add->next = imports;
-    imports = add;
+  const Import *other = imports;
+  while (other && other->tensor != im->tensor)
+    other = other->next;
+  if (other == NULL) {
+    im->next = imports;
+    imports = im;
   }
-  for (Import **p = &imports; drop && *p; p = &(*p)->next)
-    if (*p == drop) {
-      *p = drop->next;
+  pthread_mutex_unlock(&imports_lock);
+  return other == NULL;
+}
+
+static void drop_import(Import *im)
+{
+  pthread_mutex_lock(&imports_lock);
+  for (Import **p = &imports; *p; p = &(*p)->next)
+    if (*p == im) {
+      *p = im->next;
       break;
     }
   pthread_mutex_unlock(&imports_lock);
 }
 
+/* The release of a view that did not get its tensor: nothing to delete. */
+static void import_abandoned(cl_Foreign *f)
+{
+  free(f);
+}
+
 static void import_release(cl_Foreign *f)
 {
   Import *im = (Import *)f;
-  set_imported(NULL, im);       /* before the deleter: the address may be reused */
+  drop_import(im);              /* before the deleter: the address may be reused */
   if (im->versioned) {
     DLManagedTensorVersioned *t = im->tensor;
     if (t->deleter)
@@ -254,7 +272,10 @@ static int cuda_from_dlpack(lua_State *L)
   im->base.release = import_release;
   im->tensor = addr;
   im->versioned = versioned;
-  set_imported(im, NULL);
+  if (!claim_import(im)) {
+    im->base.release = import_abandoned;
+    return luaL_argerror(L, 1, "a view owns this tensor already (from_dlpack takes a tensor over once)");
+  }
   return 1;
 }
 
