@@ -311,8 +311,11 @@ static void release_now(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool
 {
   CUcontext was = cl_current_ctx;
   if (ctx && ctx != was) {
-    if (CL_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS)
+    if (CL_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS) {
+      if (op == RELEASE_FOREIGN)        /* nothing to wait for: its owner still hears */
+        ((cl_Foreign *)(void *)pool)->release((cl_Foreign *)(void *)pool);
       return;                   /* no live context: the memory leaks, nothing crashes */
+    }
     cl_current_ctx = ctx;
   }
   switch (op) {

@@ -137,6 +137,20 @@ settle()
 t.is(deleted(), before + 3, "device, pinned and managed tensors deleted once each")
 t.ok(fakecuda.calls("cuCtxSynchronize") > syncs, "after the device's work (a synchronize)")
 
+-- with a host function pending, a release that waits for the device is
+-- deferred to the next wait (memory.c): the deleter runs there, once
+before = deleted()
+local hv = cuda.from_dlpack(fakecuda.dlpack_make{data = db.ptr, device_type = 2, device_id = dev.id, shape = {4}})
+local ran = false
+s:launch_host_func(function() ran = true end)
+hv.buffer:close()
+t.is(deleted(), before, "a host function pending: the deleter waits")
+s:sync()
+t.is(ran and deleted() == before + 1, true, "the next wait runs the host function, then the deleter")
+hv = nil
+settle()
+t.is(deleted(), before + 1, "and nothing more")
+
 -- --- bad input: raised, the caller keeps the tensor ---------------------------------
 local P = hb.ptr
 local bad = {
