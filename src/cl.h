@@ -166,6 +166,7 @@ typedef struct cl_MemoryResource {
   int pool_shared;              /* its handle exported once: the driver exports pointers only then */
   void *vmm;                    /* a cuda.VirtualMemoryResource's settings (vmm.c), else NULL */
   int graph_memory;             /* a cuda.GraphMemoryResource (graph_memory.c) */
+  struct cl_Foreign *foreign;   /* memory another library owns (view_foreign.c), else NULL */
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
@@ -194,6 +195,19 @@ extern const char *const cl_mr_kind_names[];   /* "device", "pinned", ... */
  * cuIpcOpenMemHandle mapping; CL_IPC_POOL: they free their imported
  * pointer); it allocates nothing (ipc.c). */
 cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi, int how);
+/* Memory another library owns, under the one buffer of a resource of its
+ * own (view_foreign.c): the resource allocates nothing, and releasing
+ * the buffer calls release once (after the device's work is done when
+ * wait is set; deferred behind host functions as any release is), which
+ * frees the struct too. The struct is valid while that buffer is open. */
+typedef struct cl_Foreign {
+  void (*release)(struct cl_Foreign *f);
+  int wait;                     /* GPU work may use it: synchronize the device first */
+  int readonly;                 /* the exporter said it must not be written */
+} cl_Foreign;
+/* Push a resource for one foreign buffer of kind on the device at devi (0
+ * for host memory); user value 2 (set by the caller) keeps its owner alive. */
+cl_MemoryResource *cl_push_foreign_mr(lua_State *L, cl_MRKind kind, int devi);
 /* This process's shared pools, which it may not import (ipc.c). */
 void cl_shared_pool_created(CUmemoryPool pool);
 void cl_shared_pool_destroyed(CUmemoryPool pool);
@@ -646,6 +660,8 @@ void cl_open_array(lua_State *L);
 void cl_open_texture(lua_State *L);
 void cl_open_vmm(lua_State *L);
 void cl_open_tensormap(lua_State *L);
+/* cuda.StridedMemoryView, cuda.from_dlpack, v:to_dlpack (view_foreign.c, dlpack.c) */
+void cl_open_foreign(lua_State *L);
 /* cuda.launch's hook (tensormap.c): for a cuda.TensorMap (metatable mt,
  * userdata ud) its 128-byte descriptor, and in *buf the buffer it encodes
  * (NULL when the map is closed); NULL for any other value. Runs no Lua. */

@@ -59,5 +59,6 @@ int luaopen_cuda(lua_State *L)
   cl_open_vmm(L);
   cl_open_tensormap(L);
   cl_open_nvml(L);
+  cl_open_foreign(L);
   return 1;
 }

@@ -265,6 +265,8 @@ static int mr_allocate(lua_State *L)
   cl_Stream *s = cl_opt_stream(L, 3);
   if (mr->ipc_opened)
     luaL_argerror(L, 1, "memory opened from another process: this resource allocates nothing");
+  if (mr->foreign)
+    luaL_argerror(L, 1, "memory another library owns: this resource allocates nothing");
   if (s && mr->dev && s->dev != mr->dev)
     luaL_argerror(L, 3, "the stream belongs to another device");
   b->ptr = allocate(L, mr, (size_t)n, s);
@@ -291,7 +293,7 @@ static int mr_allocate(lua_State *L)
  * function whose allocation ran it. */
 
 typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PLAIN, FREE_PINNED, CLOSE_IPC, DESTROY_POOL, FREE_VIRTUAL,
-               UNLOAD_LIBRARY, DESTROY_ARRAY } ReleaseOp;
+               UNLOAD_LIBRARY, DESTROY_ARRAY, RELEASE_FOREIGN } ReleaseOp;
 
 typedef struct Deferred {
   struct Deferred *next;
@@ -309,8 +311,11 @@ static void release_now(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool
 {
   CUcontext was = cl_current_ctx;
   if (ctx && ctx != was) {
-    if (CL_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS)
+    if (CL_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS) {
+      if (op == RELEASE_FOREIGN)        /* nothing to wait for: its owner still hears */
+        ((cl_Foreign *)(void *)pool)->release((cl_Foreign *)(void *)pool);
       return;                   /* no live context: the memory leaks, nothing crashes */
+    }
     cl_current_ctx = ctx;
   }
   switch (op) {
@@ -336,6 +341,10 @@ static void release_now(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool
     break;
   case DESTROY_ARRAY:           /* like cuMemFree, it may wait for the device */
     CL_CALL(cuArrayDestroy, ((CUarray)pool));
+    break;
+  case RELEASE_FOREIGN:         /* another library's memory (view_foreign.c): after all work */
+    CL_CALL(cuCtxSynchronize, ());
+    ((cl_Foreign *)(void *)pool)->release((cl_Foreign *)(void *)pool);
     break;
   case FREE_VIRTUAL:            /* unmapping memory in use is not ordered: all work first */
     CL_CALL(cuCtxSynchronize, ());
@@ -408,6 +417,13 @@ static void destroy_pool(cl_MemoryResource *mr)
 static void free_memory(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int stream_known)
 {
   CUcontext ctx = mr->dev ? mr->dev->ctx : NULL;
+  if (mr->foreign) {            /* its owner frees it: tell the owner, once */
+    if (mr->foreign->wait && ctx)
+      release(RELEASE_FOREIGN, ctx, p, (CUmemoryPool)(void *)mr->foreign);
+    else
+      mr->foreign->release(mr->foreign);
+    return;
+  }
   switch (mr->kind) {
   case CL_MR_HOST:
     free((void *)(uintptr_t)p);
@@ -440,6 +456,21 @@ cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi, int how)
 {
   cl_MemoryResource *mr = push_mr(L, CL_MR_DEVICE, devi);
   mr->ipc_opened = how;
+  return mr;
+}
+
+cl_MemoryResource *cl_push_foreign_mr(lua_State *L, cl_MRKind kind, int devi)
+{
+  devi = devi ? lua_absindex(L, devi) : 0;
+  cl_MemoryResource *mr = lua_newuserdatauv(L, sizeof *mr, 2);
+  memset(mr, 0, sizeof *mr);
+  mr->kind = kind;
+  luaL_setmetatable(L, CL_MR);
+  if (devi) {
+    mr->dev = cl_check_device(L, devi);
+    lua_pushvalue(L, devi);
+    lua_setiuservalue(L, -2, 1);
+  }
   return mr;
 }
 

@@ -106,7 +106,7 @@ static int read_dims(lua_State *L, int i, const char *what, size_t out[VIEW_MAX_
  * says whether strides were given) against the buffer's nbytes from
  * offset `misalign`, and fill in len, contiguous and, when not given, the
  * C-order strides. Raises for a view that does not fit, overflow included. */
-static void check_layout(lua_State *L, View *v, int given_strides, size_t nbytes)
+void view_check_layout(lua_State *L, View *v, int given_strides, size_t nbytes)
 {
   size_t itemsize = cl_dtype_sizes[v->type], len = 1, extent = 1, expect = 1;
   int contiguous = 1;
@@ -164,7 +164,7 @@ static int buffer_view(lua_State *L)
   if (b->ptr % size != 0)
     return luaL_error(L, "cannot view this buffer as %s: its address is not a multiple of %d "
                       "(slice it at an offset that is)", cl_dtype_names[t], (int)size);
-  check_layout(L, &tmp, has_strides, b->size);
+  view_check_layout(L, &tmp, has_strides, b->size);
   tmp.buf = b;
   tmp.base = (unsigned char *)(uintptr_t)b->ptr;
   tmp.host = cl_mr_host_accessible(b->mr);
@@ -260,6 +260,10 @@ static int view_fields(lua_State *L)
     lua_pushboolean(L, cl_mr_device_accessible(mr));
   else if (strcmp(key, "is_contiguous") == 0)
     lua_pushboolean(L, c.contiguous);
+  else if (strcmp(key, "readonly") == 0)       /* memory another library owns (view_foreign.c) */
+    lua_pushboolean(L, mr->foreign && mr->foreign->readonly);
+  else if (strcmp(key, "owner") == 0 || strcmp(key, "exporting_obj") == 0)
+    view_push_owner(L, 1);
   else
     lua_pushnil(L);
   return 1;

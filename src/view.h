@@ -64,6 +64,36 @@ static inline void *view_element(const View *v, size_t k)
   return v->base + k * cl_dtype_sizes[v->type];
 }
 
+/* Check v's shape and strides (in elements; given_strides: else C order
+ * is filled in) against nbytes of memory, overflow included, and set len
+ * and contiguous (view.c). */
+void view_check_layout(lua_State *L, View *v, int given_strides, size_t nbytes);
+
+/* A view of memory another library owns (view_foreign.c): where it is,
+ * its layout (type, ndim, shape, strides in elements), its kind and
+ * device (an ordinal; -1 for host memory), whether it is read-only. */
+typedef struct ViewForeign {
+  uintptr_t ptr;
+  View layout;
+  cl_MRKind kind;
+  int device;
+  int readonly;
+} ViewForeign;
+/* Check f and push a view over it that keeps the value at owneri (0 for
+ * none) alive; returns a zeroed struct of fsize bytes (a cl_Foreign
+ * first) that the caller fills at once, without running Lua: from then
+ * on its release is called, once, when the view's buffer is released.
+ * Raises with nothing taken over. */
+cl_Foreign *view_push_foreign(lua_State *L, const ViewForeign *f, int owneri, size_t fsize);
+/* The address at i (a light userdata or an integer >= 0), or an error
+ * naming what. */
+uintptr_t view_check_address(lua_State *L, int i, const char *what);
+/* Push what the view at vi keeps alive for another library (its owner),
+ * or nil. */
+void view_push_owner(lua_State *L, int vi);
+/* v:to_dlpack and cuda.from_dlpack (dlpack.c) */
+void view_open_dlpack(lua_State *L);
+
 /* Register the bulk methods (view_math.c) on cuda.View. */
 void view_open_math(lua_State *L);
 

@@ -87,6 +87,24 @@ end
 local function graph_buffer() return graph_buffers[math.random(#graph_buffers)] end
 local function graph_event() return graph_events[math.random(#graph_events)] end
 
+-- A StridedMemoryView over one of the fixed buffers, in a random layout
+-- that fits it; nil when the layout drawn does not.
+local function foreign_view()
+  local dtypes, sizes = {"uint8", "int16", "float32", "float64"}, {1, 2, 4, 8}
+  local d = math.random(#dtypes)
+  local ndim, shape, strides, last = math.random(2), {}, {}, 0
+  local c_order = math.random(2) == 1
+  for i = 1, ndim do shape[i], strides[i] = math.random(0, 6), math.random(0, 6) end
+  if c_order then strides = {ndim == 2 and shape[2] or 1, 1} end
+  for i = 1, ndim do last = last + math.max(shape[i] - 1, 0) * strides[i] end
+  local off = math.random(0, 8) * 8     -- aligned for any kernel the fuzzer launches
+  if off + (last + 1) * sizes[d] > 256 then return nil end
+  return cuda.StridedMemoryView{ptr = graph_buffer().ptr + off, dtype = dtypes[d], shape = shape,
+                                strides = not c_order and strides or nil,
+                                memory = math.random(2) == 1 and "pinned" or "host",
+                                owner = any(), readonly = math.random(2) == 1}
+end
+
 -- the actions: each makes, uses or closes something
 local actions = {
   function() add("stream", dev:create_stream{priority = any()}) end,
@@ -395,6 +413,34 @@ local actions = {
   function() local d = pick("def"); if d then d:debug_dot_print(fuzz_dir .. "/def.dot", {handles = true}) end end,
   function() close(pick("def")) end,
   function() local list = pool.def; if list and #list > 0 then table.remove(list, math.random(#list)) end end,
+  -- views of memory cudalua did not allocate (StridedMemoryView, DLPack):
+  -- over the fixed buffers, which are never closed, in layouts that fit
+  -- them (a foreign address is trusted); anything else only when it is
+  -- made and dropped, never touched
+  function() local sv = foreign_view(); if sv then add("view", sv); add("buffer", sv.buffer) end end,
+  function() return cuda.StridedMemoryView{ptr = any(), dtype = any(), shape = any(), strides = any(),
+                                            device = any(), memory = any(), owner = any(), readonly = any()} end,
+  function() return cuda.StridedMemoryView{ptr = graph_buffer().ptr, dtype = "uint8", shape = {any(), any()},
+                                            strides = {any(), any()}} end,
+  function() local v = pick("view"); if v then return v.readonly, v.owner, v.exporting_obj end end,
+  function() local v, versioned = pick("view"), math.random(2) == 1
+    if not (v and fakecuda) then return end
+    local a = v:to_dlpack{versioned = versioned}
+    local ok, w = pcall(cuda.from_dlpack, a, {versioned = versioned})
+    if not ok then fakecuda.dlpack_delete(a, versioned) error(w, 0) end
+    add("view", w) end,
+  function() if not fakecuda then return end
+    local versioned = math.random(2) == 1
+    local bits = ({8, 16, 32, 64})[math.random(4)]
+    local a = fakecuda.dlpack_make{versioned = versioned, data = graph_buffer().ptr, shape = {math.random(0, 2048 // bits)},
+                                   device_type = ({1, 2, 3, 13, 4})[math.random(5)], code = math.random(0, 2),
+                                   bits = bits, flags = math.random(0, 1)}
+    local ok, w = pcall(cuda.from_dlpack, a, {versioned = versioned})
+    if not ok then fakecuda.dlpack_delete(a, versioned) error(w, 0) end
+    add("view", w) end,
+  function() local v = pick("view"); if v and fakecuda then
+      local a = v:to_dlpack(any())      -- {} or nil only: a legacy tensor, deleted as a C library would
+      fakecuda.dlpack_delete(a, false) end end,
 }
 
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro

@@ -11,6 +11,7 @@
 
 int luaopen_fakecuda(lua_State *L);
 void fake_nvml_register(lua_State *L);   /* nvml.c: fakecuda.nvml_* */
+void fake_open_dlpack(lua_State *L);   /* dlpack.c: a C library's DLPack tensors */
 
 static void check_name(lua_State *L, int i, const char *name)
 {
@@ -144,5 +145,6 @@ int luaopen_fakecuda(lua_State *L)
   };
   luaL_newlib(L, functions);
   fake_nvml_register(L);
+  fake_open_dlpack(L);
   return 1;
 }
