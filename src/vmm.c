@@ -244,8 +244,10 @@ static int grow_moving(Alloc *a, size_t more, CUresult *r, const char **api)
 /* buf:grow(nbytes [, stream]): a buffer of a cuda.VirtualMemoryResource
  * holds nbytes, its contents kept. The pointer stays where the address
  * range after the buffer is free; else the buffer moves: the device (or
- * stream) is waited for first, and slices of it keep the old address,
- * which no longer holds memory. Returns the buffer. */
+ * stream) is waited for first, and the slices, views and tensor maps made
+ * before hold the old address, which no longer holds memory: they count
+ * the buffer's moves when made (cl_Buffer.moves), and every use compares
+ * that count (one load and compare) and refuses them. Returns the buffer. */
 static int buffer_grow(lua_State *L)
 {
   cl_check_nargs(L, 3);
@@ -292,6 +294,8 @@ static int buffer_grow(lua_State *L)
   }
   if (done <= 0)
     return cl_raise_detail(L, r, api, " (growing to %I bytes)", n);
+  if (b->ptr != a->ptr)
+    b->moves++;                 /* slices, views and tensor maps made before are stale now */
   b->ptr = a->ptr;
   b->mr->live_bytes += (size_t)n - b->size;
   b->size = (size_t)n;

@@ -457,6 +457,21 @@ drow("grow: a float", "cuda.VirtualMemoryResource():allocate(4096):grow(1.5)", "
 drow("grow: a closed buffer", "f.closed_buf:grow(128)", "cuda%.Buffer is closed")
 drow("grow: a closed stream", "cuda.VirtualMemoryResource():allocate(4096):grow(8192, f.closed_s)", "cuda%.Stream is closed")
 drow("grow: huge", "cuda.VirtualMemoryResource():allocate(4096):grow(math.maxinteger)", "")
+-- issue 27: what was made before a move is refused. The fake moves on an
+-- injected failure; a GPU where the range after the buffer is taken by
+-- the next allocation (made right after it).
+local function moved_row(desc, make, use)
+  drow("after a move: " .. desc, "local ok, fc = pcall(require, 'fakecuda'); " ..
+       "local vmr = cuda.VirtualMemoryResource(); local b = vmr:allocate(4096, f.s); " .. make ..
+       "; local blocker = vmr:allocate(4096, f.s); if ok then fc.fail('cuMemAddressReserve') end; " ..
+       "b:grow(64 << 20, f.s); " .. use, "moved when it grew")
+end
+moved_row("copy from a view", "local v = b:view('uint8', 64)", "v:copy_to(f.buf, f.s)")
+moved_row("copy into a view", "local v = b:view('uint8', 64)", "f.buf:copy_to(v, f.s)")
+moved_row("a slice", "local v = b:slice(0, 64)", "v:fill(0, f.s)")
+moved_row("copy_batch", "local v = b:view('uint8', 64)", "cuda.copy_batch(f.s, {{f.buf, v}})")
+moved_row("a tensor map of a view", "local v = b:view('uint8', 64)",
+          "cuda.TensorMap.tiled(v, {dtype = 'uint8', shape = {64}, box = {16}})")
 drow("PinnedMemoryResource: numa_id a string", "cuda.PinnedMemoryResource{numa_id = 'x'}", "field 'numa_id'")
 drow("PinnedMemoryResource: numa_id negative", "cuda.PinnedMemoryResource{numa_id = -2}", "field 'numa_id' must be >= 0")
 drow("PinnedMemoryResource: numa_id without a pool", "cuda.PinnedMemoryResource{numa_id = 0, pool = false}", "pool = false contradicts")

@@ -273,6 +273,20 @@ local actions = {
       if fakecuda and math.random(2) == 1 then fakecuda.fail("cuMemAddressReserve") end
       b:grow(math.random(2) == 1 and (b.size or 0) + math.random(0, 5 << 20) or any(), pick("stream")) end end,
   function() add("mr", cuda.PinnedMemoryResource{numa_id = math.random(2) == 1 and dev.host_numa_id or any()}) end,
+  -- issue 27: views, slices and tensor maps made before a buffer moved
+  -- (buf:grow) are refused, never used at the old, unmapped address
+  function() local mr = pick("mr"); if mr then
+      local b = add("buffer", mr:allocate(math.random(1, 3 << 20), pick("stream")))
+      local v, sl = add("view", b:view("uint8")), add("buffer", b:slice(0, math.min(b.size, 4096)))
+      local m = add("tmap", cuda.TensorMap.tiled(b, {dtype = "uint8", shape = {16, 1}, box = {16, 1}}))
+      if fakecuda and math.random(4) > 1 then fakecuda.fail("cuMemAddressReserve") end
+      b:grow(b.size + math.random(0, 5 << 20), pick("stream"))
+      local s, r = pick("stream"), math.random(4)
+      if not s then return end
+      if r == 1 then v:copy_to(pick("buffer") or v, s)
+      elseif r == 2 then sl:fill(math.random(0, 255), s)
+      elseif r == 3 then cuda.copy_batch(s, {{pick("buffer") or b, v}})
+      else cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1}, tmap_kernel, m, pick("buffer") or b) end end end,
   -- graphs: event nodes, conditional handles (forged ones too), memsets and
   -- copies of any buffer, kernel updates, events recorded into captures
   function() local b, e = pick("builder"), pick("event"); if b and e then

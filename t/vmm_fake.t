@@ -6,7 +6,7 @@ local t = require "tap"
 local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local seed = t.seed()
-t.plan(34)
+t.plan(53)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -97,6 +97,77 @@ local hb = hv:allocate(MiB, s)
 hb:fill(3, s)
 hb:close()
 numa, nb, hv, hb = nil
+
+-- after a move, what was made before holds the old, unmapped address:
+-- slices, views (and their ranges), tensor maps. Every use is refused
+-- before the driver is called (the fake's copies and launches to a freed
+-- range fail with CUDA_ERROR_ILLEGAL_ADDRESS, as a GPU would fault).
+do
+  local mb = vmr:allocate(4 * MiB, s)
+  local host = pinned:allocate(4 * MiB)
+  host:view("uint32"):random(0, 2^32, seed + 2)
+  host:copy_to(mb, s)
+  local v, sl = mb:view("uint32"), mb:slice(MiB, MiB)
+  local sv, r = sl:view("uint8"), v:range(1, 16)
+  local tm = cuda.TensorMap.tiled(mb, {dtype = "float32", shape = {1024}, box = {128}})
+  local obj = cuda.Program([[
+extern "C" __global__ void echo_params_ptr(unsigned long long *out, const unsigned *p) { *out = (unsigned long long)p; }
+struct alignas(64) Desc { unsigned long long v[16]; };
+extern "C" __global__ void echo_params_tm(unsigned char *out, const __grid_constant__ Desc d) { }
+]], "c++", {arch = "sm_90"}):compile("cubin")
+  local kp, kt = obj:get_kernel("echo_params_ptr"), obj:get_kernel("echo_params_tm")
+  local one = cuda.LaunchConfig{grid = 1, block = 1}
+  local out = pinned:allocate(128)
+  cuda.launch(s, one, kp, out, v)
+  cuda.launch(s, one, kt, out, tm)
+  s:sync()
+  local old = mb.ptr
+  fakecuda.fail("cuMemAddressReserve")   -- no room after it: it moves
+  mb:grow(8 * MiB, s)
+  t.ok(mb.ptr ~= old, "the buffer moved")
+  local copies, launches = fakecuda.calls("cuMemcpyAsync"), fakecuda.calls("cuLaunchKernel")
+  local batches = fakecuda.calls("cuMemcpyBatchAsync")
+  local moved = "moved when it grew"
+  t.raises(function() v:copy_to(host, s) end, moved .. ": make the view again", "copy from an old view")
+  t.raises(function() host:copy_from(v, s) end, moved, "copy_from an old view")
+  t.raises(function() host:copy_to(r, s) end, moved, "copy into a range of an old view")
+  t.raises(function() sl:copy_to(host:slice(0, MiB), s) end, moved .. ": make the slice again",
+           "copy from an old slice")
+  t.raises(function() sv:copy_to(host:slice(0, MiB), s) end, moved, "a view of an old slice")
+  t.raises(function() sl:fill(0, s) end, moved, "fill an old slice")
+  t.raises(function() cuda.copy_batch(s, {{host, v}}) end, moved, "copy_batch of an old view")
+  t.raises(function() cuda.launch(s, one, kp, out, v) end, moved, "launch with an old view")
+  t.raises(function() cuda.launch(s, one, kp, out, sl) end, moved, "launch with an old slice")
+  t.raises(function() cuda.launch(s, one, kt, out, tm) end, moved .. ": make the map again",
+           "launch with an old tensor map")
+  t.raises(function() return v[1] end, moved, "an old view's fields")
+  t.raises(function() cuda.TensorMap.tiled(v, {dtype = "float32", shape = {16}, box = {16}}) end,
+           moved, "a tensor map of an old view")
+  t.ok(fakecuda.calls("cuMemcpyAsync") == copies and fakecuda.calls("cuLaunchKernel") == launches and
+       fakecuda.calls("cuMemcpyBatchAsync") == batches, "no copy or launch reached the driver")
+  -- made again, they work, and the contents moved with the buffer
+  local back = pinned:allocate(4 * MiB)
+  mb:view("uint32"):range(1, MiB):copy_to(back, s)
+  mb:slice(MiB, MiB):view("uint8"):copy_to(back:slice(0, MiB), s)
+  tm:replace_address(mb)
+  cuda.launch(s, one, kp, out, mb:view("uint32"))
+  s:sync()
+  t.is(out:view("uint64")[1], mb.ptr, "a new view passes the new address")
+  local want = host:slice(MiB, MiB):view("uint8")
+  t.ok(back:slice(0, MiB):view("uint8"):allclose(want, 0, 0), "a new slice reads the moved contents")
+  cuda.launch(s, one, kt, out, tm)
+  s:sync()
+  t.ok(true, "a replaced tensor map launches")
+  -- growing in place leaves everything valid
+  local v2, sl2 = mb:view("uint8"), mb:slice(0, 64)
+  local p = mb.ptr
+  mb:grow(12 * MiB, s)
+  t.ok(mb.ptr == p, "grown in place")
+  v2:range(1, 64):copy_to(sl2, s)
+  s:sync()
+  t.ok(true, "views and slices made before growing in place still work")
+  mb:close()
+end
 
 -- a release unmaps, releases, then frees the ranges; nothing is left
 buf:close()

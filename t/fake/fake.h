@@ -12,6 +12,7 @@
 #define FAKECUDA_FAKE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <cuda.h>
 
 #include "../../src/driver.h"
@@ -64,6 +65,8 @@ struct CUctx_st { int ordinal; };
 
 /* memory.c: every allocation cudalua gets is a malloc'd host block. */
 size_t fake_allocated_bytes(void);
+/* vmm.c: whether [p, p + n) reaches a freed virtual-memory reservation. */
+int fake_vmm_freed(uintptr_t p, size_t n);
 
 /* Work issued to a stream: run at once, or recorded while it captures.
  * A graph's items also carry their node's id (graph.c). */

@@ -469,6 +469,8 @@ CUresult fake_cuMemFreeHost(void *p)
 CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
   FAKE_ENTER(cuMemcpyAsync);
+  if (fake_vmm_freed(dst, n) || fake_vmm_freed(src, n))
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
   struct fake_Work w;
   fake_memcpy_item(&w, dst, src, n);
   return fake_submit(s, &w);
@@ -497,6 +499,9 @@ CUresult fake_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *s
   for (size_t k = 0; k < count; k++)
     if (sizes[k] == 0)
       return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < count; k++)
+    if (fake_vmm_freed(dsts[k], sizes[k]) || fake_vmm_freed(srcs[k], sizes[k]))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
   for (size_t k = 0; k < count; k++) {
     struct fake_Work w;
     fake_memcpy_item(&w, dsts[k], srcs[k], sizes[k]);
@@ -531,6 +536,8 @@ CUresult fake_memset_item(struct fake_Work *w, CUdeviceptr dst, unsigned value, 
 static CUresult memset_work(CUdeviceptr dst, unsigned value, unsigned elem, size_t count,
                             CUstream s)
 {
+  if (fake_vmm_freed(dst, count * elem))
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
   struct fake_Work w;
   CUresult r = fake_memset_item(&w, dst, value, elem, count);
   return r != CUDA_SUCCESS ? r : fake_submit(s, &w);

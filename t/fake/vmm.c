@@ -8,7 +8,13 @@
  *
  * The rules the driver enforces are checked: sizes and addresses in
  * granularity multiples, an unmap covers a whole mapping, a release leaves
- * the memory until its last mapping goes, a reservation is freed whole. */
+ * the memory until its last mapping goes, a reservation is freed whole.
+ *
+ * A freed reservation stays reserved (PROT_NONE) in a quarantine of the
+ * last QUARANTINE ones, so no other mapping takes its addresses, and
+ * copies, fills and launches that reach it fail with
+ * CUDA_ERROR_ILLEGAL_ADDRESS (fake_vmm_freed), where a GPU would fault and
+ * lose the context: a test observes a use of a stale address. */
 #define _GNU_SOURCE   /* memfd_create */
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +36,28 @@ static struct Mapping mappings[MAX_RECORDS];
 static struct Reservation reservations[MAX_RECORDS];
 
 static int aligned(uintptr_t x) { return x % GRANULARITY == 0; }
+
+#define QUARANTINE 64
+static struct Reservation freed[QUARANTINE];
+static size_t freed_next;
+
+static void quarantine(uintptr_t va, size_t size)
+{
+  struct Reservation *q = &freed[freed_next++ % QUARANTINE];
+  if (q->size)
+    munmap((void *)q->va, q->size);   /* the oldest goes back to the system */
+  *q = (struct Reservation){va, size};
+}
+
+int fake_vmm_freed(uintptr_t p, size_t n)
+{
+  if (n == 0)
+    n = 1;
+  for (size_t i = 0; i < QUARANTINE; i++)
+    if (freed[i].size && p < freed[i].va + freed[i].size && freed[i].va < p + n)
+      return 1;
+  return 0;
+}
 
 CUresult fake_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
                                             CUmemAllocationGranularity_flags option)
@@ -159,7 +187,7 @@ CUresult fake_cuMemAddressFree(CUdeviceptr ptr, size_t size)
       for (size_t k = 0; k < MAX_RECORDS; k++)
         if (mappings[k].size && mappings[k].va >= ptr && mappings[k].va < ptr + size)
           return CUDA_ERROR_INVALID_VALUE;   /* still mapped: unmap first */
-      munmap((void *)(uintptr_t)ptr, size);
+      quarantine((uintptr_t)ptr, size);   /* PROT_NONE already: unmapped pages are */
       reservations[i].size = 0;
       fake_live[FAKE_VMM]--;
       return CUDA_SUCCESS;
