@@ -9,29 +9,91 @@
  * handles, sizes, bounds, devices) before anything is queued, so a bad
  * pair queues nothing.
  *
+ * Since the copies run in no order, none may depend on another: no two
+ * destinations overlap and no source overlaps another copy's destination
+ * (a copy's source may overlap its own destination, as in a single copy).
+ * The check sorts the destinations by address (O(n log n)) and looks each
+ * source up among them; an error names the two copies.
+ *
  * The one allocation is the scratch the driver reads (the pointer and size
- * arrays), a userdata made first, before any check (HACKING.md); reading
- * the list is raw, so no metamethod runs between the checks and the call. */
+ * arrays) with the sorted ranges after it, a userdata made first, before
+ * any check (HACKING.md); reading the list is raw, so no metamethod runs
+ * between the checks and the call. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cl.h"
 
+/* A destination's bytes [start, end), of copy `copy` (0-based). */
+typedef struct Range { CUdeviceptr start, end; size_t copy; } Range;
+
 typedef struct Scratch {
   CUdeviceptr *dsts, *srcs;
   size_t *sizes;
+  Range *ranges;                /* the destinations, sorted by start */
 } Scratch;
 
 static void *scratch_new(lua_State *L, size_t n, Scratch *s)
 {
-  const size_t each = 2 * sizeof(CUdeviceptr) + sizeof(size_t);
+  const size_t each = sizeof(Range) + 2 * sizeof(CUdeviceptr) + sizeof(size_t);
   if (n > SIZE_MAX / each)
     luaL_error(L, "copy_batch: %I copies are too many", (lua_Integer)n);
   unsigned char *p = lua_newuserdatauv(L, n * each, 0);
-  s->dsts = (CUdeviceptr *)(void *)p;
+  s->ranges = (Range *)(void *)p;   /* first: the strictest alignment */
+  s->dsts = (CUdeviceptr *)(void *)(s->ranges + n);
   s->srcs = s->dsts + n;
   s->sizes = (size_t *)(void *)(s->srcs + n);
   return p;
+}
+
+static int by_start(const void *a, const void *b)
+{
+  const Range *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The first of the sorted, disjoint ranges r[0..n) that ends after p: their
+ * ends ascend as their starts do. */
+static size_t first_ending_after(const Range *r, size_t n, CUdeviceptr p)
+{
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (r[mid].end > p)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+/* Refuse copies that depend on each other: overlapping destinations, or a
+ * source overlapping another copy's destination. Allocates nothing unless
+ * it raises. */
+static void check_independent(lua_State *L, const Scratch *s, size_t n)
+{
+  Range *r = s->ranges;
+  for (size_t k = 0; k < n; k++)
+    r[k] = (Range){s->dsts[k], s->dsts[k] + s->sizes[k], k};
+  qsort(r, n, sizeof *r, by_start);
+  for (size_t k = 1; k < n; k++)
+    if (r[k].start < r[k - 1].end) {
+      size_t a = r[k - 1].copy < r[k].copy ? r[k - 1].copy : r[k].copy;
+      size_t b = r[k - 1].copy ^ r[k].copy ^ a;
+      luaL_error(L, "copy_batch: copies %I and %I write overlapping bytes: the copies of a batch "
+                    "run in no order (issue them in two batches)", (lua_Integer)a + 1,
+                 (lua_Integer)b + 1);
+    }
+  for (size_t k = 0; k < n; k++) {
+    CUdeviceptr start = s->srcs[k], end = start + s->sizes[k];
+    /* the destinations it overlaps are a run from the first ending after
+     * start; its own may be one of them, so look at two at most */
+    for (size_t i = first_ending_after(r, n, start); i < n && r[i].start < end; i++)
+      if (r[i].copy != k)
+        luaL_error(L, "copy_batch: copy %I reads bytes that copy %I writes: the copies of a "
+                      "batch run in no order (issue them in two batches)", (lua_Integer)k + 1,
+                   (lua_Integer)r[i].copy + 1);
+  }
 }
 
 /* The options: one set of CUmemcpyAttributes for the whole batch. */
@@ -160,6 +222,7 @@ static int cuda_copy_batch(lua_State *L)
     check_pair(L, 2, (lua_Integer)k, st, &s);
   if (n == 0)
     return 0;
+  check_independent(L, &s, n);
   size_t first = 0;
   cl_device_activate(L, st->dev);
   if (!batch_mode(st)) {               /* one cuMemcpyAsync a pair, in order */

@@ -249,6 +249,10 @@ drow("copy_batch: bad order", "cuda.copy_batch(f.s, {}, {src_access_order = 'nev
 drow("copy_batch: order a number", "cuda.copy_batch(f.s, {}, {src_access_order = 5})", "src_access_order")
 drow("copy_batch: bad hint", "cuda.copy_batch(f.s, {}, {dst_location_hint = 'gpu'})", "dst_location_hint must be")
 drow("copy_batch: options a number", "cuda.copy_batch(f.s, {}, 5)", "table expected")
+-- issue 27: copies of one batch that depend on each other
+drow("copy_batch: overlapping destinations", "cuda.copy_batch(f.s, {{f.buf:slice(0, 8), f.pinned:allocate(8)}, {f.buf:slice(4, 8), f.pinned:allocate(8)}})", "copies 1 and 2 write overlapping bytes")
+drow("copy_batch: the same destination twice", "local x = f.pinned:allocate(8); cuda.copy_batch(f.s, {{f.buf:slice(0, 8), x}, {f.pinned:allocate(8), x}, {f.buf:slice(0, 8), x}})", "copies 1 and 3 write overlapping bytes")
+drow("copy_batch: reads another's destination", "cuda.copy_batch(f.s, {{f.buf:slice(0, 8), f.pinned:allocate(8)}, {f.pinned:allocate(8), f.buf:slice(0, 8)}})", "copy 2 reads bytes that copy 1 writes")
 -- smaller cuda.core gaps
 drow("set_deallocation_stream: a number", "f.buf:set_deallocation_stream(5)", "cuda%.Stream expected")
 drow("set_deallocation_stream: closed stream", "f.buf:set_deallocation_stream(f.closed_s)", "cuda%.Stream is closed")
