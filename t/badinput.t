@@ -253,6 +253,12 @@ drow("copy_batch: options a number", "cuda.copy_batch(f.s, {}, 5)", "table expec
 drow("copy_batch: overlapping destinations", "cuda.copy_batch(f.s, {{f.buf:slice(0, 8), f.pinned:allocate(8)}, {f.buf:slice(4, 8), f.pinned:allocate(8)}})", "copies 1 and 2 write overlapping bytes")
 drow("copy_batch: the same destination twice", "local x = f.pinned:allocate(8); cuda.copy_batch(f.s, {{f.buf:slice(0, 8), x}, {f.pinned:allocate(8), x}, {f.buf:slice(0, 8), x}})", "copies 1 and 3 write overlapping bytes")
 drow("copy_batch: reads another's destination", "cuda.copy_batch(f.s, {{f.buf:slice(0, 8), f.pinned:allocate(8)}, {f.pinned:allocate(8), f.buf:slice(0, 8)}})", "copy 2 reads bytes that copy 1 writes")
+-- issue 27: per-copy options
+drow("copy_batch: a list of options too short", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}, {f.pinned:allocate(8), f.pinned:allocate(8)}}, {{}})", "a list of 1 option sets for 2 copies")
+drow("copy_batch: a set that is a string", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}}, {'any'})", "options%[1%]: a table of options expected")
+drow("copy_batch: an unknown option in a set", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}}, {{gran = 1}})", "options%[1%]: unknown option 'gran'")
+drow("copy_batch: a bad order in a set", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}}, {{src_access_order = 2}})", "options%[1%]: src_access_order: invalid option '2'")
+drow("copy_batch: a list with a field", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}}, {{}, prefer_overlap = true})", "has no field 'prefer_overlap'")
 -- smaller cuda.core gaps
 drow("set_deallocation_stream: a number", "f.buf:set_deallocation_stream(5)", "cuda%.Stream expected")
 drow("set_deallocation_stream: closed stream", "f.buf:set_deallocation_stream(f.closed_s)", "cuda%.Stream is closed")

@@ -187,6 +187,72 @@ s:sync()
 local want = snapshot:sub(1, 0) .. mirror.pinned:sub(65, 128) .. snapshot:sub(129, 192) .. snapshot:sub(129, SIZE)
 t.is(download("device"), want, "adjacent ranges are independent; a copy onto itself is allowed")
 
+-- per-copy options (cuda.core's options=[CopyOptions, ...]): a list of
+-- sets, one a copy; equal neighbours share one driver attribute entry
+local batched = fakecuda and mode ~= "pairs"
+local function same(a, b)
+  return a.src_access_order == b.src_access_order and a.prefer_overlap == b.prefer_overlap and
+         a.src_location_hint == b.src_location_hint and a.dst_location_hint == b.dst_location_hint
+end
+local all_match, data_ok = true, true
+for _ = 1, 20 do
+  upload("pinned"); upload("managed"); s:sync()
+  local n, list, opts, want_runs = math.random(1, 24), {}, {}, 0
+  local piece = SIZE // 32
+  for k = 1, n do
+    local src = k % 2 == 0 and "pinned" or "managed"
+    list[k] = {D:slice((k - 1) * piece, piece), bufs[src]:slice((k - 1) * piece, piece)}
+    local o = (k > 1 and math.random(3) == 1) and opts[k - 1] or
+      {src_access_order = ({"stream", "any", "during_api_call", nil})[math.random(4)],
+       prefer_overlap = ({true, false, nil})[math.random(3)],
+       src_location_hint = ({dev, "host", nil})[math.random(3)],
+       dst_location_hint = ({dev, "host", nil})[math.random(3)]}
+    opts[k] = o
+    if k == 1 or not same(o, opts[k - 1]) then want_runs = want_runs + 1 end
+  end
+  cuda.copy_batch(s, list, opts)
+  s:sync()
+  local got = download("device")
+  for k = 1, n do
+    local src = k % 2 == 0 and "pinned" or "managed"
+    local a = (k - 1) * piece
+    if got:sub(a + 1, a + piece) ~= mirror[src]:sub(a + 1, a + piece) then data_ok = false end
+  end
+  if batched then
+    local nattrs, rec = fakecuda.last_batch()
+    if nattrs ~= want_runs then all_match = false; t.diag(("%d runs, the driver got %d"):format(want_runs, nattrs)) end
+    for k = 1, n do
+      local o, r = opts[k], rec[k]
+      local hint = function(h) return h == "host" and "host" or h and h.id or nil end
+      if r.order ~= (o.src_access_order or "stream") or r.flags ~= (o.prefer_overlap and 1 or 0) or
+         r.src_hint ~= hint(o.src_location_hint) or r.dst_hint ~= hint(o.dst_location_hint) then
+        all_match = false; t.diag(("copy %d: the driver got %s %d"):format(k, r.order, r.flags))
+      end
+    end
+  end
+end
+t.ok(data_ok, "per-copy options: 20 random batches copy what they should")
+if batched then
+  t.ok(all_match, "each copy's attributes reach the driver, equal neighbours merged into one entry")
+  cuda.copy_batch(s, {{D:slice(0, 8), bufs.pinned:slice(0, 8)}, {D:slice(8, 8), bufs.pinned:slice(8, 8)}},
+                  {src_access_order = "any"})
+  local nattrs, rec = fakecuda.last_batch()
+  t.ok(nattrs == 1 and rec[1].order == "any" and rec[2].order == "any", "one set for all: one entry")
+else
+  t.skip("the driver's attributes are read back under the fake driver, in batch mode", 2)
+end
+local two = {{D:slice(0, 8), bufs.pinned:slice(0, 8)}, {D:slice(8, 8), bufs.pinned:slice(8, 8)}}
+refuses(two, "a list of 1 option sets for 2 copies", "a list shorter than the batch", {{}})
+refuses(two, "a list of 3 option sets for 2 copies", "a list longer than the batch", {{}, {}, {}})
+refuses(two, "options%[2%]: a table of options expected, got number", "a set that is a number", {{}, 5})
+refuses(two, "options%[2%]: unknown option 'order'", "an unknown option in copy 2's set", {{}, {order = 1}})
+refuses(two, "options%[1%]: src_access_order: invalid option 'never'", "a bad order in copy 1's set",
+        {{src_access_order = "never"}, {}})
+refuses(two, "options%[2%]: dst_location_hint must be", "a bad hint in copy 2's set", {{}, {dst_location_hint = 0}})
+refuses(two, "options%[1%]: field 'prefer_overlap' must be a boolean", "a bad flag", {{prefer_overlap = 1}, {}})
+refuses(two, "has no field 'src_access_order'", "a list with a field of one set",
+        {{}, {}, src_access_order = "any"})
+
 -- hints and overlap are accepted
 cuda.copy_batch(s, {good}, {src_location_hint = dev, dst_location_hint = "host", prefer_overlap = true})
 s:sync()

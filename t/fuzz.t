@@ -222,6 +222,17 @@ local actions = {
         list[k] = {pick("buffer") or pick("view"), pick("view") or pick("buffer"), math.random(3) == 1 and any() or nil}
       end
       cuda.copy_batch(s, list, math.random(2) == 1 and {src_access_order = ({"stream", "any", "during_api_call", any()})[math.random(4)]} or nil) end end,
+  -- issue 27: per-copy options (a list of sets), and slices of one buffer that may overlap
+  function() local s, b = pick("stream"), pick("buffer"); if s and b and (b.size or 0) >= 64 then
+      local list, opts = {}, {}
+      for k = 1, math.random(1, 6) do
+        local len = math.random(1, 16)
+        list[k] = {b:slice(math.random(0, 48), len), (pick("buffer") or b):slice(math.random(0, 48), len)}
+        opts[k] = math.random(6) > 1 and {src_access_order = ({"stream", "any", "during_api_call"})[math.random(3)],
+          prefer_overlap = math.random(2) == 1, src_location_hint = math.random(2) == 1 and dev or "host"} or any()
+      end
+      if math.random(4) == 1 then opts[#opts + 1] = {} end
+      cuda.copy_batch(s, list, opts) end end,
   function() local b, s = pick("buffer"), pick("stream"); if b and s then b:set_deallocation_stream(s) end end,
   function() return dev.default_stream, dev.per_thread_default_stream, dev.memory_resource.release_threshold end,
   -- arrays, textures and surfaces (issue 21): made from random and extreme

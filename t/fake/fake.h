@@ -65,6 +65,13 @@ struct CUctx_st { int ordinal; };
 
 /* memory.c: every allocation cudalua gets is a malloc'd host block. */
 size_t fake_allocated_bytes(void);
+/* memory.c: the last cuMemcpyBatchAsync's attributes, copy by copy. */
+#define FAKE_BATCH_RECORD 256
+struct fake_BatchRecord {
+  size_t count, nattrs;
+  CUmemcpyAttributes attrs[FAKE_BATCH_RECORD];
+};
+extern struct fake_BatchRecord fake_last_batch;
 /* vmm.c: whether [p, p + n) reaches a freed virtual-memory reservation. */
 int fake_vmm_freed(uintptr_t p, size_t n);
 

@@ -123,6 +123,40 @@ static int texture(lua_State *L)
   return 1;
 }
 
+/* fakecuda.last_batch() -> numAttrs, {{order, flags, src_hint, dst_hint}
+ * for each copy (of the first 256)} of the last cuMemcpyBatchAsync; a hint
+ * is "host", a device ordinal, or nil for none. */
+static void push_hint(lua_State *L, const CUmemLocation *loc)
+{
+  if (loc->type == CU_MEM_LOCATION_TYPE_HOST)
+    lua_pushstring(L, "host");
+  else if (loc->type == CU_MEM_LOCATION_TYPE_DEVICE)
+    lua_pushinteger(L, loc->id);
+  else
+    lua_pushnil(L);
+}
+
+static int last_batch(lua_State *L)
+{
+  static const char *const orders[] = {"invalid", "stream", "during_api_call", "any"};
+  lua_pushinteger(L, (lua_Integer)fake_last_batch.nattrs);
+  lua_createtable(L, (int)fake_last_batch.count, 0);
+  for (size_t k = 0; k < fake_last_batch.count; k++) {
+    const CUmemcpyAttributes *a = &fake_last_batch.attrs[k];
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, (unsigned)a->srcAccessOrder < 4 ? orders[a->srcAccessOrder] : "?");
+    lua_setfield(L, -2, "order");
+    lua_pushinteger(L, a->flags);
+    lua_setfield(L, -2, "flags");
+    push_hint(L, &a->srcLocHint);
+    lua_setfield(L, -2, "src_hint");
+    push_hint(L, &a->dstLocHint);
+    lua_setfield(L, -2, "dst_hint");
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+  }
+  return 2;
+}
+
 /* The entry points, in cuGetProcAddress's table order. */
 static int names(lua_State *L)
 {
@@ -138,7 +172,7 @@ int luaopen_fakecuda(lua_State *L)
 {
   static const luaL_Reg functions[] = {
     {"fail", fail}, {"reset", reset}, {"calls", calls}, {"live", live}, {"names", names},
-    {"context_usable", context_usable}, {"texture", texture},
+    {"context_usable", context_usable}, {"texture", texture}, {"last_batch", last_batch},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);

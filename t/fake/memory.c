@@ -476,6 +476,22 @@ CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream
   return fake_submit(s, &w);
 }
 
+/* The attributes of the last batch, each copy's as its run gave it
+ * (fakecuda.last_batch), for tests of per-copy options. */
+struct fake_BatchRecord fake_last_batch;
+
+static void record_batch(const CUmemcpyAttributes *attrs, const size_t *idxs, size_t nattrs,
+                         size_t count)
+{
+  fake_last_batch.count = count < FAKE_BATCH_RECORD ? count : FAKE_BATCH_RECORD;
+  fake_last_batch.nattrs = nattrs;
+  for (size_t k = 0, run = 0; k < fake_last_batch.count; k++) {
+    while (run + 1 < nattrs && idxs[run + 1] <= k)
+      run++;
+    fake_last_batch.attrs[k] = attrs[run];
+  }
+}
+
 /* A batch is its copies in order, each stream work as cuMemcpyAsync's is;
  * the arguments are checked first, as the driver documents them. */
 CUresult fake_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
@@ -502,6 +518,7 @@ CUresult fake_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *s
   for (size_t k = 0; k < count; k++)
     if (fake_vmm_freed(dsts[k], sizes[k]) || fake_vmm_freed(srcs[k], sizes[k]))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
+  record_batch(attrs, attrsIdxs, numAttrs, count);
   for (size_t k = 0; k < count; k++) {
     struct fake_Work w;
     fake_memcpy_item(&w, dsts[k], srcs[k], sizes[k]);
