@@ -164,6 +164,8 @@ typedef struct cl_MemoryResource {
   int ipc_pool;                 /* a pool other processes can import (DeviceMemoryResource{ipc = true}) */
   int pool_shared;              /* its handle exported once: the driver exports pointers only then */
   void *vmm;                    /* a cuda.VirtualMemoryResource's settings (vmm.c), else NULL */
+  CUmemLocation location;       /* a pinned pool's host NUMA node, a managed resource's preferred
+                                 * location (cuMemAdvise on each allocation); type 0: none */
   int graph_memory;             /* a cuda.GraphMemoryResource (graph_memory.c) */
 } cl_MemoryResource;
 

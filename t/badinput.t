@@ -253,6 +253,14 @@ drow("copy_batch: options a number", "cuda.copy_batch(f.s, {}, 5)", "table expec
 drow("copy_batch: overlapping destinations", "cuda.copy_batch(f.s, {{f.buf:slice(0, 8), f.pinned:allocate(8)}, {f.buf:slice(4, 8), f.pinned:allocate(8)}})", "copies 1 and 2 write overlapping bytes")
 drow("copy_batch: the same destination twice", "local x = f.pinned:allocate(8); cuda.copy_batch(f.s, {{f.buf:slice(0, 8), x}, {f.pinned:allocate(8), x}, {f.buf:slice(0, 8), x}})", "copies 1 and 3 write overlapping bytes")
 drow("copy_batch: reads another's destination", "cuda.copy_batch(f.s, {{f.buf:slice(0, 8), f.pinned:allocate(8)}, {f.pinned:allocate(8), f.buf:slice(0, 8)}})", "copy 2 reads bytes that copy 1 writes")
+-- issue 27: a managed resource's preferred location
+drow("ManagedMemoryResource: a bad location type", "cuda.ManagedMemoryResource{preferred_location_type = 'gpu'}", "invalid option 'gpu'")
+drow("ManagedMemoryResource: host with a location", "cuda.ManagedMemoryResource{preferred_location = 1, preferred_location_type = 'host'}", "takes no preferred_location")
+drow("ManagedMemoryResource: a table location", "cuda.ManagedMemoryResource{preferred_location = {}}", "preferred_location must be a cuda%.Device")
+drow("ManagedMemoryResource: a float location", "cuda.ManagedMemoryResource{preferred_location = 0.5}", "preferred_location")
+drow("ManagedMemoryResource: location -2", "cuda.ManagedMemoryResource{preferred_location = -2}", "preferred_location must be >= %-1")
+drow("ManagedMemoryResource: a device on host_numa", "cuda.ManagedMemoryResource{preferred_location = f.dev, preferred_location_type = 'host_numa'}", "a host NUMA node id")
+drow("ManagedMemoryResource: unknown option", "cuda.ManagedMemoryResource{prefered_location = 0}", "unknown option 'prefered_location'")
 -- issue 27: per-copy options
 drow("copy_batch: a list of options too short", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}, {f.pinned:allocate(8), f.pinned:allocate(8)}}, {{}})", "a list of 1 option sets for 2 copies")
 drow("copy_batch: a set that is a string", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}}, {'any'})", "options%[1%]: a table of options expected")

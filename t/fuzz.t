@@ -222,6 +222,11 @@ local actions = {
         list[k] = {pick("buffer") or pick("view"), pick("view") or pick("buffer"), math.random(3) == 1 and any() or nil}
       end
       cuda.copy_batch(s, list, math.random(2) == 1 and {src_access_order = ({"stream", "any", "during_api_call", any()})[math.random(4)]} or nil) end end,
+  -- issue 27: a managed resource's preferred location, a pool's node read back
+  function() add("mr", cuda.ManagedMemoryResource(math.random(4) == 1 and any() or
+      {preferred_location = ({dev, 0, -1, "host", any()})[math.random(5)],
+       preferred_location_type = ({nil, "device", "host", "host_numa", any()})[math.random(5)]})) end,
+  function() local m = pick("mr"); if m then return m.numa_id, m.preferred_location, m.preferred_location_type end end,
   -- issue 27: per-copy options (a list of sets), and slices of one buffer that may overlap
   function() local s, b = pick("stream"), pick("buffer"); if s and b and (b.size or 0) >= 64 then
       local list, opts = {}, {}

@@ -6,7 +6,7 @@ local t = require "tap"
 local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local seed = t.seed()
-t.plan(53)
+t.plan(66)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -91,6 +91,51 @@ nb:view("uint32"):iota(7, 3)
 t.ok(numa.kind == "pinned" and nb:view("uint32")[1024] == 7 + 3 * 1023, "a pinned pool on NUMA node 0 holds data")
 nb:close(s)
 t.raises(function() cuda.PinnedMemoryResource{numa_id = 5} end, "cuMemPoolCreate", "a node the system lacks: the driver says so")
+-- issue 27: a pinned pool reads its node back; a managed resource takes
+-- a preferred location (cuda.core's ManagedMemoryResourceOptions), advised
+-- on every allocation (cuMemAdvise SET_PREFERRED_LOCATION = 3)
+do
+  local p0 = cuda.PinnedMemoryResource{numa_id = 0}
+  t.ok(p0.numa_id == 0 and cuda.PinnedMemoryResource().numa_id == nil and
+       cuda.PinnedMemoryResource{pool = true}.numa_id == nil, "mr.numa_id: the pool's node, else nil")
+  local function advised(opts, size)
+    local mr = cuda.ManagedMemoryResource(opts)
+    local b = mr:allocate(size)
+    local ptr, n, advice, ltype, id = fakecuda.last_advise()
+    local ok = ptr == b.ptr and n == size and advice == 3
+    b:close()
+    return ok and ltype, id, mr
+  end
+  local size = math.random(1, 1 << 20)
+  local ltype, id, mr = advised({preferred_location = dev}, size)
+  t.ok(ltype == "device" and id == 0 and mr.preferred_location == 0 and mr.preferred_location_type == "device",
+       "preferred_location = dev: advised on the allocation, read back")
+  ltype, id, mr = advised({preferred_location = -1}, size)
+  t.ok(ltype == "host" and mr.preferred_location == nil and mr.preferred_location_type == "host",
+       "preferred_location = -1: the host (cuda.core's legacy form)")
+  ltype, id, mr = advised({preferred_location = "host"}, size)
+  t.ok(ltype == "host" and mr.preferred_location_type == "host", "preferred_location = \"host\"")
+  ltype, id, mr = advised({preferred_location = 0, preferred_location_type = "host_numa"}, size)
+  t.ok(ltype == "host_numa" and id == 0 and mr.preferred_location == 0 and mr.preferred_location_type == "host_numa",
+       "host_numa with a node")
+  ltype, id, mr = advised({preferred_location_type = "host_numa"}, size)
+  t.ok(ltype == "host_numa" and id == dev.host_numa_id, "host_numa without a node: the device's own")
+  local before = fakecuda.calls("cuMemAdvise")
+  mr = cuda.ManagedMemoryResource()
+  mr:allocate(64):close()
+  t.ok(fakecuda.calls("cuMemAdvise") == before and mr.preferred_location == nil and mr.preferred_location_type == nil,
+       "no preference: nothing advised, nothing read back")
+  t.raises(function() cuda.ManagedMemoryResource{preferred_location = 0, preferred_location_type = "host"} end,
+           "takes no preferred_location", "host with a location")
+  t.raises(function() cuda.ManagedMemoryResource{preferred_location = -1, preferred_location_type = "device"} end,
+           "preferred_location must be >= 0", "device -1")
+  t.raises(function() cuda.ManagedMemoryResource{preferred_location = 7} end, "device", "a device the system lacks")
+  t.raises(function() cuda.ManagedMemoryResource{preferred_location_type = "moon"} end, "invalid option 'moon'", "a bad type")
+  local bad = cuda.ManagedMemoryResource{preferred_location = 3, preferred_location_type = "host_numa"}
+  local live = fake.live(fakecuda)
+  t.raises(function() bad:allocate(64) end, "cuMemAdvise", "a node the system lacks: the driver says so at allocate")
+  t.is(fake.live(fakecuda), live, "and the allocation is freed again")
+end
 local hv = cuda.VirtualMemoryResource(dev, {location = "host_numa", numa_id = 0})
 t.is(cuda.virtual_memory_info(hv).location, "host_numa", "a virtual-memory resource on a host NUMA node")
 local hb = hv:allocate(MiB, s)

@@ -157,6 +157,24 @@ static int last_batch(lua_State *L)
   return 2;
 }
 
+/* fakecuda.last_advise() -> ptr, size, advice (CUmem_advise), the
+ * location's type ("device", "host", "host_numa") and id: the last
+ * cuMemAdvise that succeeded, or nothing before any. */
+static int last_advise(lua_State *L)
+{
+  const struct fake_AdviseRecord *a = &fake_last_advise;
+  if (a->ptr == 0)
+    return 0;
+  lua_pushinteger(L, (lua_Integer)a->ptr);
+  lua_pushinteger(L, (lua_Integer)a->size);
+  lua_pushinteger(L, a->advice);
+  lua_pushstring(L, a->loc.type == CU_MEM_LOCATION_TYPE_DEVICE ? "device"
+                  : a->loc.type == CU_MEM_LOCATION_TYPE_HOST ? "host"
+                  : a->loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ? "host_numa" : "other");
+  lua_pushinteger(L, a->loc.id);
+  return 5;
+}
+
 /* The entry points, in cuGetProcAddress's table order. */
 static int names(lua_State *L)
 {
@@ -173,6 +191,7 @@ int luaopen_fakecuda(lua_State *L)
   static const luaL_Reg functions[] = {
     {"fail", fail}, {"reset", reset}, {"calls", calls}, {"live", live}, {"names", names},
     {"context_usable", context_usable}, {"texture", texture}, {"last_batch", last_batch},
+    {"last_advise", last_advise},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);

@@ -603,12 +603,16 @@ CUresult fake_cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUmemLocation loc, uns
   return fake_stream_valid(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+struct fake_AdviseRecord fake_last_advise;
+
 CUresult fake_cuMemAdvise(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation loc)
 {
   FAKE_ENTER(cuMemAdvise);
-  (void)p; (void)n; (void)advice;
   if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id >= fake_device_count())
     return CUDA_ERROR_INVALID_DEVICE;
+  if (loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && loc.id != 0)
+    return CUDA_ERROR_INVALID_VALUE;   /* one host NUMA node here: 0 */
+  fake_last_advise = (struct fake_AdviseRecord){p, n, advice, loc};
   return CUDA_SUCCESS;
 }
 
