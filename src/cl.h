@@ -666,6 +666,9 @@ const void *cl_tensormap_arg(lua_State *L, const void *mt, void *ud, cl_Buffer *
  * caller synchronized). */
 CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n);
 void cl_vmm_free(CUdeviceptr p);
+/* A virtual-memory resource's setting key (vmr.handle_type ...) pushed,
+ * or 0 and nothing for other resources and keys (memory.c's fields). */
+int cl_vmm_push_field(lua_State *L, const cl_MemoryResource *mr, const char *key);
 /* PinnedMemoryResource's numa_id option of the table at idx: the node
  * (>= 0; it makes the resource a pool: *pooled is set, and pool = false
  * with it is an error), or -1 when absent. */

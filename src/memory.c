@@ -725,6 +725,8 @@ static int mr_fields(lua_State *L)
            mr->location.type != CU_MEM_LOCATION_TYPE_INVALID &&
            mr->location.type != CU_MEM_LOCATION_TYPE_HOST)
     lua_pushinteger(L, mr->location.id);
+  else if (cl_vmm_push_field(L, mr, key))
+    ;                           /* a virtual-memory resource's settings (vmm.c) */
   else if (strcmp(key, "preferred_location_type") == 0 && mr->kind == CL_MR_MANAGED &&
            mr->location.type != CU_MEM_LOCATION_TYPE_INVALID)
     lua_pushstring(L, mr->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? "device"

@@ -46,6 +46,7 @@ typedef struct Vmm {
   CUmemAllocationProp prop;
   CUmemAccessDesc access;
   size_t granularity;
+  int granularity_kind;         /* 0 minimum, 1 recommended */
 } Vmm;
 
 static Alloc *find(CUdeviceptr p, Alloc ***link)
@@ -303,39 +304,117 @@ static int buffer_grow(lua_State *L)
   return 1;
 }
 
-/* cuda.VirtualMemoryResource([dev] [, {location, numa_id, handle_type,
- * access, granularity}]) */
+/* The choice of option field at opti among names (def when absent), as
+ * its index; an error lists the names. Gather: it may run metamethods. */
+static int opt_choice(lua_State *L, int opti, const char *field, const char *def,
+                      const char *const names[])
+{
+  const char *v = cl_opt_string(L, opti, field, def);
+  int k = 0;
+  while (v && names[k] && strcmp(names[k], v) != 0)
+    k++;
+  if (v == NULL || names[k] == NULL) {
+    const char *given = v ? v : "nil";
+    luaL_argerror(L, opti, lua_pushfstring(L, "field '%s' must be one of %s, got '%s'", field,
+                                           cl_push_names(L, names), given));
+  }
+  lua_pop(L, 1);
+  return k;
+}
+
+/* Whether the option table at opti has field (gather: it may run __index). */
+static int present(lua_State *L, int opti, const char *field)
+{
+  if (!lua_istable(L, opti))
+    return 0;
+  int has = lua_getfield(L, opti, field) != LUA_TNIL;
+  lua_pop(L, 1);
+  return has;
+}
+
+static const char *const allocation_types[] = {"pinned", "managed", NULL};
+static const char *const location_types[] = {"device", "host", "host_numa", "host_numa_current", NULL};
+static const CUmemLocationType location_values[] = {
+  CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_HOST, CU_MEM_LOCATION_TYPE_HOST_NUMA,
+  CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT
+};
+static const char *const handle_types[] = {"none", "posix_fd", "fabric", "win32", "win32_kmt", NULL};
+static const CUmemAllocationHandleType handle_values[] = {
+  CU_MEM_HANDLE_TYPE_NONE, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, CU_MEM_HANDLE_TYPE_FABRIC,
+  CU_MEM_HANDLE_TYPE_WIN32, CU_MEM_HANDLE_TYPE_WIN32_KMT
+};
+static const char *const accesses[] = {"rw", "r", NULL};
+static const char *const granularities[] = {"minimum", "recommended", NULL};
+
+/* What the options ask for (cuda.core's VirtualMemoryResourceOptions). */
+typedef struct Settings {
+  int allocation, location, handle, access, granularity, rdma;
+  lua_Integer numa;
+} Settings;
+
+/* Read the options at opti: today's names (location, access) or
+ * cuda.core's (location_type, self_access), not both. */
+static void read_settings(lua_State *L, int opti, Settings *st)
+{
+  st->allocation = opt_choice(L, opti, "allocation_type", "pinned", allocation_types);
+  int loc = opt_choice(L, opti, "location", "device", location_types);
+  int loc_type = opt_choice(L, opti, "location_type", location_types[loc], location_types);
+  luaL_argcheck(L, loc == loc_type || !present(L, opti, "location"), opti,
+                "give location or location_type, not both");
+  st->location = loc_type;
+  st->handle = opt_choice(L, opti, "handle_type", "none", handle_types);
+  int acc = opt_choice(L, opti, "access", "rw", accesses);
+  int self = opt_choice(L, opti, "self_access", accesses[acc], accesses);
+  luaL_argcheck(L, acc == self || !present(L, opti, "access"), opti,
+                "give access or self_access, not both");
+  st->access = self;
+  st->granularity = opt_choice(L, opti, "granularity", "recommended", granularities);
+  st->rdma = cl_opt_boolean(L, opti, "gpu_direct_rdma", 0);
+  int numa_loc = location_values[st->location] == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  st->numa = cl_opt_integer_range(L, opti, "numa_id", numa_loc ? -1 : 0, 0, INT32_MAX);
+}
+
+/* Refuse what cuMemCreate cannot make, saying why, before any driver call. */
+static void check_settings(lua_State *L, int opti, const Settings *st)
+{
+  CUmemLocationType loc = location_values[st->location];
+  if (st->allocation == 1)
+    luaL_argerror(L, opti, "allocation_type = \"managed\": cuMemCreate makes pinned allocations "
+                           "only; use cuda.ManagedMemoryResource for managed memory");
+  if (loc == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+    luaL_argerror(L, opti, "location_type = \"host_numa_current\": the driver takes no such "
+                           "location for physical memory; give \"host_numa\" and numa_id");
+  if (loc == CU_MEM_LOCATION_TYPE_HOST_NUMA && st->numa < 0)
+    luaL_argerror(L, opti, "location = \"host_numa\" needs numa_id");
+  if (loc != CU_MEM_LOCATION_TYPE_HOST_NUMA && st->numa != 0)
+    luaL_argerror(L, opti, "field 'numa_id' is for location = \"host_numa\"");
+  if (loc == CU_MEM_LOCATION_TYPE_HOST && st->handle != 0)
+    luaL_argerror(L, opti, "location_type = \"host\": the driver exports no host allocation "
+                           "(handle_type must be \"none\")");
+  if (handle_values[st->handle] == CU_MEM_HANDLE_TYPE_WIN32 ||
+      handle_values[st->handle] == CU_MEM_HANDLE_TYPE_WIN32_KMT)
+    luaL_argerror(L, opti, lua_pushfstring(L, "handle_type = \"%s\" is for Windows; here: "
+                                           "\"none\", \"posix_fd\" or \"fabric\"",
+                                           handle_types[st->handle]));
+  if (st->rdma && loc != CU_MEM_LOCATION_TYPE_DEVICE)
+    luaL_argerror(L, opti, "gpu_direct_rdma is for device memory (location_type = \"device\")");
+}
+
+/* cuda.VirtualMemoryResource([dev] [, {allocation_type, location | location_type,
+ * numa_id, handle_type, access | self_access, granularity, gpu_direct_rdma}]) */
 static int cuda_vmm(lua_State *L)
 {
   static const char *const options[] = {
-    "location", "numa_id", "handle_type", "access", "granularity", NULL
+    "allocation_type", "location", "location_type", "numa_id", "handle_type", "access",
+    "self_access", "granularity", "gpu_direct_rdma", NULL
   };
-  static const char *const locations[] = {"device", "host_numa", NULL};
-  static const char *const handle_types[] = {"none", "posix_fd", NULL};
-  static const char *const accesses[] = {"rw", "r", NULL};
-  static const char *const granularities[] = {"minimum", "recommended", NULL};
   cl_check_nargs(L, 2);
   int opti = lua_istable(L, 1) && lua_isnoneornil(L, 2) ? 1 : 2;
   lua_settop(L, 2);             /* the option reads push above the arguments */
   cl_check_options(L, opti, options);
-  const char *loc = cl_opt_string(L, opti, "location", "device");
-  const char *ht = cl_opt_string(L, opti, "handle_type", "none");
-  const char *acc = cl_opt_string(L, opti, "access", "rw");
-  const char *gr = cl_opt_string(L, opti, "granularity", "recommended");
-  int li = 0, hi = 0, ai = 0, gi = 0;
-  while (locations[li] && strcmp(locations[li], loc)) li++;
-  while (handle_types[hi] && strcmp(handle_types[hi], ht)) hi++;
-  while (accesses[ai] && strcmp(accesses[ai], acc)) ai++;
-  while (granularities[gi] && strcmp(granularities[gi], gr)) gi++;
-  luaL_argcheck(L, locations[li], opti, "field 'location' must be \"device\" or \"host_numa\"");
-  luaL_argcheck(L, handle_types[hi], opti, "field 'handle_type' must be \"none\" or \"posix_fd\"");
-  luaL_argcheck(L, accesses[ai], opti, "field 'access' must be \"rw\" or \"r\"");
-  luaL_argcheck(L, granularities[gi], opti,
-                "field 'granularity' must be \"minimum\" or \"recommended\"");
-  lua_Integer numa = cl_opt_integer_range(L, opti, "numa_id", li == 1 ? -1 : 0, 0, INT32_MAX);
-  luaL_argcheck(L, li == 1 || numa == 0, opti, "field 'numa_id' is for location = \"host_numa\"");
-  luaL_argcheck(L, li == 0 || numa >= 0, opti, "location = \"host_numa\" needs numa_id");
-  lua_pop(L, 4);
+  Settings st;
+  read_settings(L, opti, &st);
+  check_settings(L, opti, &st);
   if (opti == 1)
     cl_push_current_device(L);
   else
@@ -348,17 +427,30 @@ static int cuda_vmm(lua_State *L)
   v->mr.vmm = v;
   luaL_setmetatable(L, CL_MR);
   cl_Device *d = cl_check_device(L, devi);
+  CUmemLocationType loc = location_values[st.location];
+  if (st.rdma) {
+    int rdma = 0;
+    CL_TRY(L, cuDeviceGetAttribute, (&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                                     d->handle));
+    if (!rdma)
+      return luaL_error(L, "gpu_direct_rdma: device %d does not support GPUDirect RDMA with "
+                           "virtual memory (dev.properties.gpu_direct_rdma_with_cuda_vmm_supported)",
+                        d->ordinal);
+  }
   v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  v->prop.requestedHandleTypes = hi ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
-  v->prop.location.type = li ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_DEVICE;
-  v->prop.location.id = li ? (int)numa : d->ordinal;
+  v->prop.requestedHandleTypes = handle_values[st.handle];
+  v->prop.location.type = loc;
+  v->prop.location.id = loc == CU_MEM_LOCATION_TYPE_DEVICE ? d->ordinal
+                      : loc == CU_MEM_LOCATION_TYPE_HOST_NUMA ? (int)st.numa : 0;
+  v->prop.allocFlags.gpuDirectRDMACapable = (unsigned char)st.rdma;
   v->access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   v->access.location.id = d->ordinal;
-  v->access.flags = ai ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  v->access.flags = st.access ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  v->granularity_kind = st.granularity;
   cl_device_activate(L, d);
   CL_TRY(L, cuMemGetAllocationGranularity,
-         (&v->granularity, &v->prop, gi ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
-                                        : CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+         (&v->granularity, &v->prop, st.granularity ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
+                                                    : CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   if (v->granularity == 0)
     return luaL_error(L, "cuMemGetAllocationGranularity gave 0");
   v->mr.dev = d;
@@ -368,26 +460,59 @@ static int cuda_vmm(lua_State *L)
   return 1;
 }
 
-/* cuda.virtual_memory_info(vmr) -> {granularity, location, location_id,
- * access}: memory.c serves a resource's common fields and stays untouched. */
+/* Push the setting key of v, or nothing (0). */
+static int push_setting(lua_State *L, const Vmm *v, const char *key)
+{
+  CUmemLocationType loc = v->prop.location.type;
+  int li = 0, hi = 0;
+  while (location_values[li] != loc) li++;
+  while (handle_values[hi] != v->prop.requestedHandleTypes) hi++;
+  if (strcmp(key, "granularity") == 0)
+    lua_pushinteger(L, (lua_Integer)v->granularity);
+  else if (strcmp(key, "granularity_type") == 0)
+    lua_pushstring(L, granularities[v->granularity_kind]);
+  else if (strcmp(key, "location") == 0 || strcmp(key, "location_type") == 0)
+    lua_pushstring(L, location_types[li]);
+  else if (strcmp(key, "location_id") == 0)
+    lua_pushinteger(L, v->prop.location.id);
+  else if (strcmp(key, "numa_id") == 0 && loc == CU_MEM_LOCATION_TYPE_HOST_NUMA)
+    lua_pushinteger(L, v->prop.location.id);
+  else if (strcmp(key, "access") == 0 || strcmp(key, "self_access") == 0)
+    lua_pushstring(L, v->access.flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? "r" : "rw");
+  else if (strcmp(key, "allocation_type") == 0)
+    lua_pushstring(L, "pinned");
+  else if (strcmp(key, "handle_type") == 0)
+    lua_pushstring(L, handle_types[hi]);
+  else if (strcmp(key, "gpu_direct_rdma") == 0)
+    lua_pushboolean(L, v->prop.allocFlags.gpuDirectRDMACapable);
+  else
+    return 0;
+  return 1;
+}
+
+int cl_vmm_push_field(lua_State *L, const cl_MemoryResource *mr, const char *key)
+{
+  return mr->vmm ? push_setting(L, mr->vmm, key) : 0;
+}
+
+/* cuda.virtual_memory_info(vmr) -> {granularity, granularity_type,
+ * location (= location_type), location_id, numa_id, access (=
+ * self_access), allocation_type, handle_type, gpu_direct_rdma}: the
+ * resource's fields (vmr.handle_type ...) as one table. */
 static int cuda_vmm_info(lua_State *L)
 {
+  static const char *const keys[] = {
+    "granularity", "granularity_type", "location", "location_type", "location_id", "numa_id",
+    "access", "self_access", "allocation_type", "handle_type", "gpu_direct_rdma", NULL
+  };
   cl_MemoryResource *mr = cl_check_mr(L, 1);
   if (mr->vmm == NULL)
     return luaL_argerror(L, 1, "not a cuda.VirtualMemoryResource");
-  const Vmm *v = mr->vmm;       /* read all before allocating */
-  lua_Integer granularity = (lua_Integer)v->granularity, id = v->prop.location.id;
-  int device = v->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
-  int read_only = v->access.flags == CU_MEM_ACCESS_FLAGS_PROT_READ;
-  lua_createtable(L, 0, 4);
-  lua_pushinteger(L, granularity);
-  lua_setfield(L, -2, "granularity");
-  lua_pushstring(L, device ? "device" : "host_numa");
-  lua_setfield(L, -2, "location");
-  lua_pushinteger(L, id);
-  lua_setfield(L, -2, "location_id");
-  lua_pushstring(L, read_only ? "r" : "rw");
-  lua_setfield(L, -2, "access");
+  const Vmm *v = mr->vmm;       /* plain data in the userdata at 1: a close leaves it */
+  lua_createtable(L, 0, 11);
+  for (int k = 0; keys[k]; k++)
+    if (push_setting(L, v, keys[k]))
+      lua_setfield(L, -2, keys[k]);
   return 1;
 }
 

@@ -285,6 +285,13 @@ local actions = {
   -- virtual memory (issue 21): grow buffers in place and by moving (an
   -- injected failure of the hint under the fake), slices of moved buffers
   function() add("mr", cuda.VirtualMemoryResource(dev, {granularity = ({"minimum", "recommended"})[math.random(2)]})) end,
+  -- issue 27: cuda.core's VirtualMemoryResourceOptions, good and bad combinations
+  function() local pickone = function(l) return l[math.random(#l)] end
+      local mr = add("mr", cuda.VirtualMemoryResource(dev, {allocation_type = pickone{"pinned", "managed", any()},
+        location_type = pickone{"device", "host", "host_numa", "host_numa_current"}, numa_id = pickone{0, nil, any()},
+        handle_type = pickone{"none", "posix_fd", "fabric", "win32"}, self_access = pickone{"rw", "r"},
+        gpu_direct_rdma = pickone{true, false}, granularity = pickone{"minimum", "recommended"}}))
+      return mr.handle_type, mr.location_type, mr.numa_id, mr.gpu_direct_rdma, cuda.virtual_memory_info(mr) end,
   function() local b = pick("buffer"); if b then
       if fakecuda and math.random(2) == 1 then fakecuda.fail("cuMemAddressReserve") end
       b:grow(math.random(2) == 1 and (b.size or 0) + math.random(0, 5 << 20) or any(), pick("stream")) end end,

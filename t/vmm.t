@@ -6,7 +6,7 @@
 local t = require "tap"
 local cuda = t.need_gpu()
 local seed = t.seed()
-t.plan(10)
+t.plan(12)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -101,5 +101,34 @@ else
   s:sync()
   t.ok(b:view("uint32"):allclose(a:view("uint32"), 0, 0),
        ("a pinned pool on host NUMA node %d: host -> device -> host"):format(node))
+end
+
+-- cuda.core's VirtualMemoryResourceOptions (issue 27): each accepted
+-- combination allocates memory that carries random data device -> device
+local function round_trip(opts, what)
+  local ok, mr = pcall(cuda.VirtualMemoryResource, dev, opts)
+  if not ok then t.skip(what .. ": " .. tostring(mr), 1) return end
+  local src = pinned:allocate(MiB)
+  src:view("uint32"):random(0, 2^32, seed + 3)
+  local b = mr:allocate(MiB, s)
+  local back = pinned:allocate(MiB)
+  back:fill(0)
+  src:copy_to(b, s)
+  b:copy_to(back, s)
+  s:sync()
+  t.ok(back:view("uint32"):allclose(src:view("uint32"), 0, 0), what)
+  b:close()
+end
+local props = dev.properties or {}
+if props.gpu_direct_rdma_with_cuda_vmm_supported == 0 then
+  t.skip("no GPUDirect RDMA with virtual memory on this device", 1)
+else
+  round_trip({gpu_direct_rdma = true, handle_type = "posix_fd", granularity = "minimum"},
+             "gpu_direct_rdma, posix_fd, minimum granularity")
+end
+if props.host_virtual_memory_management_supported == 0 then
+  t.skip("no host virtual memory management on this device", 1)
+else
+  round_trip({location_type = "host"}, "location_type = \"host\": host memory mapped for the device")
 end
 t.done()

@@ -6,7 +6,7 @@ local t = require "tap"
 local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local seed = t.seed()
-t.plan(66)
+t.plan(74)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -212,6 +212,43 @@ extern "C" __global__ void echo_params_tm(unsigned char *out, const __grid_const
   s:sync()
   t.ok(true, "views and slices made before growing in place still work")
   mb:close()
+end
+
+-- issue 27: cuda.core's VirtualMemoryResourceOptions, mapped onto the
+-- driver's CUmemAllocationProp (read back from the fake) and reported back
+do
+  local function made(opts)
+    local mr = cuda.VirtualMemoryResource(dev, opts)
+    mr:allocate(1, s):close()
+    return fakecuda.last_mem_create(), mr
+  end
+  local p, mr = made{}
+  t.ok(p.type == 1 and p.handle_types == 0 and p.location_type == 1 and p.location_id == 0 and not p.gpu_direct_rdma and
+       mr.allocation_type == "pinned" and mr.location_type == "device" and mr.handle_type == "none" and
+       mr.self_access == "rw" and mr.granularity_type == "recommended" and mr.gpu_direct_rdma == false,
+       "defaults: pinned device memory, no export handle, rw, recommended granularity")
+  p, mr = made{handle_type = "posix_fd", gpu_direct_rdma = true, self_access = "r", granularity = "minimum"}
+  t.ok(p.handle_types == 1 and p.gpu_direct_rdma and mr.handle_type == "posix_fd" and mr.gpu_direct_rdma == true and
+       mr.self_access == "r" and mr.access == "r" and mr.granularity_type == "minimum", "posix_fd, GPUDirect RDMA, read-only, minimum")
+  p, mr = made{location_type = "host"}
+  t.ok(p.location_type == 2 and mr.location_type == "host" and mr.numa_id == nil, "location_type = \"host\"")
+  p, mr = made{location_type = "host_numa", numa_id = 0}
+  t.ok(p.location_type == 3 and p.location_id == 0 and mr.numa_id == 0 and mr.location == "host_numa",
+       "location_type = \"host_numa\" with numa_id")
+  local info = cuda.virtual_memory_info(mr)
+  t.ok(info.location_type == "host_numa" and info.numa_id == 0 and info.handle_type == "none" and
+       info.allocation_type == "pinned" and info.granularity == 2 * MiB, "virtual_memory_info gives the same fields")
+  local fabric = cuda.VirtualMemoryResource(dev, {handle_type = "fabric"})
+  t.is(fabric.handle_type, "fabric", "handle_type = \"fabric\" is taken")
+  t.raises(function() fabric:allocate(1, s) end, "CUDA_ERROR_NOT_PERMITTED",
+           "and the driver refuses it where no IMEX channel is open")
+  local creates = fakecuda.calls("cuMemGetAllocationGranularity")
+  for _, bad in ipairs{{allocation_type = "managed"}, {location_type = "host_numa_current"},
+                       {location_type = "host", handle_type = "posix_fd"}, {handle_type = "win32_kmt"},
+                       {location_type = "host_numa", numa_id = 0, gpu_direct_rdma = true}} do
+    pcall(cuda.VirtualMemoryResource, dev, bad)
+  end
+  t.is(fakecuda.calls("cuMemGetAllocationGranularity"), creates, "refused combinations call no driver function")
 end
 
 -- a release unmaps, releases, then frees the ranges; nothing is left

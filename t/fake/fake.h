@@ -75,6 +75,8 @@ extern struct fake_BatchRecord fake_last_batch;
 /* memory.c: the last cuMemAdvise that succeeded. */
 struct fake_AdviseRecord { CUdeviceptr ptr; size_t size; CUmem_advise advice; CUmemLocation loc; };
 extern struct fake_AdviseRecord fake_last_advise;
+/* vmm.c: the properties of the last cuMemCreate that succeeded. */
+extern CUmemAllocationProp fake_last_mem_create;
 /* vmm.c: whether [p, p + n) reaches a freed virtual-memory reservation. */
 int fake_vmm_freed(uintptr_t p, size_t n);
 

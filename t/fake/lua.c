@@ -175,6 +175,26 @@ static int last_advise(lua_State *L)
   return 5;
 }
 
+/* fakecuda.last_mem_create() -> {type, handle_types, location_type,
+ * location_id, gpu_direct_rdma}: the last cuMemCreate's properties, as
+ * the driver's numbers. */
+static int last_mem_create(lua_State *L)
+{
+  const CUmemAllocationProp *p = &fake_last_mem_create;
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, p->type);
+  lua_setfield(L, -2, "type");
+  lua_pushinteger(L, p->requestedHandleTypes);
+  lua_setfield(L, -2, "handle_types");
+  lua_pushinteger(L, p->location.type);
+  lua_setfield(L, -2, "location_type");
+  lua_pushinteger(L, p->location.id);
+  lua_setfield(L, -2, "location_id");
+  lua_pushboolean(L, p->allocFlags.gpuDirectRDMACapable);
+  lua_setfield(L, -2, "gpu_direct_rdma");
+  return 1;
+}
+
 /* The entry points, in cuGetProcAddress's table order. */
 static int names(lua_State *L)
 {
@@ -191,7 +211,7 @@ int luaopen_fakecuda(lua_State *L)
   static const luaL_Reg functions[] = {
     {"fail", fail}, {"reset", reset}, {"calls", calls}, {"live", live}, {"names", names},
     {"context_usable", context_usable}, {"texture", texture}, {"last_batch", last_batch},
-    {"last_advise", last_advise},
+    {"last_advise", last_advise}, {"last_mem_create", last_mem_create},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);

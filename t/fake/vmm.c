@@ -37,6 +37,8 @@ static struct Reservation reservations[MAX_RECORDS];
 
 static int aligned(uintptr_t x) { return x % GRANULARITY == 0; }
 
+CUmemAllocationProp fake_last_mem_create;
+
 #define QUARANTINE 64
 static struct Reservation freed[QUARANTINE];
 static size_t freed_next;
@@ -91,9 +93,17 @@ CUresult fake_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
   FAKE_ENTER(cuMemCreate);
   if (!h || !prop || flags || !size || !aligned(size) || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
     return CUDA_ERROR_INVALID_VALUE;
-  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? fake_bad_device(prop->location.id)
-      : prop->location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA || prop->location.id != 0)
+  CUmemLocationType where = prop->location.type;
+  if (where == CU_MEM_LOCATION_TYPE_HOST ? prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE
+      : where == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+    return CUDA_ERROR_INVALID_VALUE;    /* as cuMemCreate's documentation says */
+  if (where == CU_MEM_LOCATION_TYPE_DEVICE ? fake_bad_device(prop->location.id)
+      : where != CU_MEM_LOCATION_TYPE_HOST &&
+        (where != CU_MEM_LOCATION_TYPE_HOST_NUMA || prop->location.id != 0))
     return CUDA_ERROR_INVALID_DEVICE;   /* one host NUMA node here: 0 */
+  if (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC)
+    return CUDA_ERROR_NOT_PERMITTED;    /* no IMEX channel here */
+  fake_last_mem_create = *prop;
   for (size_t i = 0; i < MAX_RECORDS; i++)
     if (!physicals[i]) {
       struct Physical *p = calloc(1, sizeof *p);
