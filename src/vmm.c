@@ -27,6 +27,17 @@
 typedef struct Chunk { CUdeviceptr va; size_t size; CUmemGenericAllocationHandle handle; } Chunk;
 typedef struct Range { CUdeviceptr va; size_t size; } Range;
 
+#define MAX_DEVICES 64           /* as a resource's peer mask */
+
+/* The devices a resource spreads its allocations over (one for most),
+ * each with its primary context, and the access every one is granted. */
+typedef struct Spread {
+  int n;
+  int ordinal[MAX_DEVICES];
+  CUcontext ctx[MAX_DEVICES];   /* a release waits for each (cl_vmm_free) */
+  CUmemAccessDesc access[MAX_DEVICES];
+} Spread;
+
 typedef struct Alloc {
   struct Alloc *next;
   CUdeviceptr ptr;              /* the buffer's pointer (the first chunk's address) */
@@ -35,7 +46,7 @@ typedef struct Alloc {
   Range *ranges;
   int nchunks, nranges;
   CUmemAllocationProp prop;
-  CUmemAccessDesc access;
+  Spread spread;
   size_t granularity;
 } Alloc;
 
@@ -43,9 +54,9 @@ static Alloc *allocs;           /* every live allocation, for cl_vmm_free */
 
 typedef struct Vmm {
   cl_MemoryResource mr;         /* first: a cuda.MemoryResource to memory.c */
-  CUmemAllocationProp prop;
-  CUmemAccessDesc access;
-  size_t granularity;
+  CUmemAllocationProp prop;     /* the first device's; the others differ in location.id */
+  Spread spread;
+  size_t granularity;           /* the largest of the devices' */
   int granularity_kind;         /* 0 minimum, 1 recommended */
 } Vmm;
 
@@ -71,6 +82,20 @@ static void unmap_all(Alloc *a)
     CL_CALL(cuMemAddressFree, (a->ranges[k].va, a->ranges[k].size));
 }
 
+/* The other devices' work on a spread allocation first: the caller
+ * (memory.c) waited for the first device's. Never raises. */
+static void wait_other_devices(const Spread *sp)
+{
+  if (sp->n < 2)
+    return;
+  CUcontext was = cl_current_ctx;
+  for (int k = 1; k < sp->n; k++)
+    if (sp->ctx[k] && CL_CALL(cuCtxSetCurrent, (sp->ctx[k])) == CUDA_SUCCESS)
+      CL_CALL(cuCtxSynchronize, ());
+  if (CL_CALL(cuCtxSetCurrent, (was)) != CUDA_SUCCESS)
+    cl_current_ctx = NULL;      /* the next use makes its own current again */
+}
+
 void cl_vmm_free(CUdeviceptr p)
 {
   Alloc **link;
@@ -78,6 +103,7 @@ void cl_vmm_free(CUdeviceptr p)
   if (!a)
     return;
   *link = a->next;
+  wait_other_devices(&a->spread);
   unmap_all(a);
   free(a->chunks);
   free(a->ranges);
@@ -94,7 +120,7 @@ static int map_chunk(Alloc *a, CUdeviceptr va, size_t size, CUmemGenericAllocati
   if (*r != CUDA_SUCCESS)
     return 0;
   *api = "cuMemSetAccess";
-  *r = CL_CALL(cuMemSetAccess, (va, size, &a->access, 1));
+  *r = CL_CALL(cuMemSetAccess, (va, size, a->spread.access, (size_t)a->spread.n));
   if (*r != CUDA_SUCCESS) {
     CL_CALL(cuMemUnmap, (va, size));
     return 0;
@@ -119,16 +145,50 @@ static size_t round_up(size_t n, size_t g)
   return n > SIZE_MAX - (g - 1) ? 0 : (n + g - 1) / g * g;
 }
 
-/* memory.c's allocate for a virtual-memory resource: one chunk in one
- * range. Runs no Lua but to raise. */
+/* One chunk of size bytes on each device of a->spread, mapped back to back
+ * at va (a reserved range of n * size bytes): the records get them in
+ * order. 1, or 0 with *r and *api and nothing left mapped or created. */
+static int map_spread(Alloc *a, CUdeviceptr va, size_t size, CUresult *r, const char **api)
+{
+  int made = 0;
+  for (; made < a->spread.n; made++) {
+    CUmemAllocationProp prop = a->prop;
+    CUmemGenericAllocationHandle h = 0;
+    prop.location.id = a->spread.n > 1 ? a->spread.ordinal[made] : a->prop.location.id;
+    *api = "cuMemCreate";
+    *r = CL_CALL(cuMemCreate, (&h, size, &prop, 0));
+    if (*r != CUDA_SUCCESS)
+      break;
+    CUdeviceptr at = va + (CUdeviceptr)made * size;
+    if (!map_chunk(a, at, size, h, r, api)) {
+      CL_CALL(cuMemRelease, (h));
+      break;
+    }
+    a->chunks[a->nchunks++] = (Chunk){at, size, h};
+  }
+  if (made == a->spread.n)
+    return 1;
+  for (; a->nchunks > 0; a->nchunks--) {     /* undo the chunks made */
+    Chunk *c = &a->chunks[a->nchunks - 1];
+    CL_CALL(cuMemUnmap, (c->va, c->size));
+    CL_CALL(cuMemRelease, (c->handle));
+  }
+  return 0;
+}
+
+/* memory.c's allocate for a virtual-memory resource: one range, one chunk
+ * in it (one a device, in device order, for a resource spread over
+ * several: vectorAddMMAP's layout). Runs no Lua but to raise. */
 CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n)
 {
   const Vmm *v = (const Vmm *)mr;
-  size_t size = round_up(n, v->granularity);
-  if (size == 0)
+  size_t ndev = (size_t)v->spread.n;
+  size_t each = round_up((n + ndev - 1) / ndev, v->granularity);
+  if (each == 0 || each > SIZE_MAX / ndev)
     luaL_error(L, "cannot allocate %I bytes: the size overflows", (lua_Integer)n);
+  size_t size = each * ndev;
   Alloc *a = calloc(1, sizeof *a);
-  if (!a || !reserve_records(a, 1, 1)) {
+  if (!a || !reserve_records(a, (int)ndev, 1)) {
     if (a) {
       free(a->chunks);
       free(a->ranges);
@@ -137,29 +197,21 @@ CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n)
     luaL_error(L, "out of host memory");
   }
   a->prop = v->prop;
-  a->access = v->access;
+  a->spread = v->spread;
   a->granularity = v->granularity;
   CUdeviceptr va = 0;
-  CUmemGenericAllocationHandle h = 0;
   const char *api = "cuMemAddressReserve";
   CUresult r = CL_CALL(cuMemAddressReserve, (&va, size, v->granularity, 0, 0));
-  if (r == CUDA_SUCCESS) {
-    api = "cuMemCreate";
-    r = CL_CALL(cuMemCreate, (&h, size, &v->prop, 0));
-    if (r == CUDA_SUCCESS && !map_chunk(a, va, size, h, &r, &api))
-      CL_CALL(cuMemRelease, (h));
-    if (r != CUDA_SUCCESS)
-      CL_CALL(cuMemAddressFree, (va, size));
-  }
+  if (r == CUDA_SUCCESS && !map_spread(a, va, each, &r, &api))
+    CL_CALL(cuMemAddressFree, (va, size));
   if (r != CUDA_SUCCESS) {
     free(a->chunks);
     free(a->ranges);
     free(a);
     cl_raise_detail(L, r, api, " (asked for %I bytes)", (lua_Integer)size);
   }
-  a->chunks[0] = (Chunk){va, size, h};
   a->ranges[0] = (Range){va, size};
-  a->nchunks = a->nranges = 1;
+  a->nranges = 1;
   a->ptr = va;
   a->mapped = size;
   a->next = allocs;
@@ -257,6 +309,8 @@ static int buffer_grow(lua_State *L)
   cl_Stream *s = cl_opt_stream(L, 3);
   if (b->owner || b->mr->vmm == NULL)   /* a slice's mr is its owner's */
     return luaL_argerror(L, 1, "only a buffer of a cuda.VirtualMemoryResource grows (not a slice)");
+  if (((const Vmm *)b->mr->vmm)->spread.n > 1)
+    return luaL_argerror(L, 1, "a buffer spread over several devices does not grow");
   if (n < (lua_Integer)b->size)
     return luaL_argerror(L, 2, "a buffer only grows: the size must be >= buf.size");
   Alloc *a = find(b->ptr, NULL);
@@ -400,13 +454,92 @@ static void check_settings(lua_State *L, int opti, const Settings *st)
     luaL_argerror(L, opti, "gpu_direct_rdma is for device memory (location_type = \"device\")");
 }
 
+/* The devices option at opti: a list of 1 to MAX_DEVICES devices (a
+ * cuda.Device or an id), each pushed; their count, or 0 without the
+ * option. Gather: reading the list may run metamethods. */
+static int push_devices(lua_State *L, int opti)
+{
+  if (!lua_istable(L, opti) || lua_getfield(L, opti, "devices") == LUA_TNIL) {
+    if (lua_istable(L, opti))
+      lua_pop(L, 1);
+    return 0;
+  }
+  int li = lua_gettop(L);
+  if (!lua_istable(L, li))
+    luaL_argerror(L, opti, lua_pushfstring(L, "field 'devices' must be a list of devices, got %s",
+                                           luaL_typename(L, li)));
+  lua_Unsigned n = lua_rawlen(L, li);
+  if (n < 1 || n > MAX_DEVICES)
+    luaL_argerror(L, opti, lua_pushfstring(L, "field 'devices' must list 1 to %d devices, got %I",
+                                           MAX_DEVICES, (lua_Integer)n));
+  luaL_checkstack(L, (int)n + 4, "too many devices");
+  for (lua_Unsigned k = 1; k <= n; k++) {
+    lua_rawgeti(L, li, (lua_Integer)k);
+    int ei = lua_gettop(L);
+    if (lua_type(L, ei) == LUA_TNUMBER) {
+      const char *name = lua_pushfstring(L, "devices[%I]", (lua_Integer)k);
+      lua_Integer id = cl_to_integer_range(L, ei, 0, INT32_MAX, name);
+      lua_pop(L, 1);
+      cl_push_device(L, (int)id);
+    } else if (luaL_testudata(L, ei, CL_DEVICE))
+      lua_pushvalue(L, ei);
+    else
+      luaL_argerror(L, opti, lua_pushfstring(L, "devices[%I] must be a cuda.Device or a device "
+                                             "id, got %s", (lua_Integer)k, luaL_typename(L, ei)));
+    lua_replace(L, ei);
+  }
+  lua_remove(L, li);            /* the devices stay, from li on */
+  return (int)n;
+}
+
+/* The spread over the n devices at first..first + n - 1: distinct, and
+ * each able to reach every other's memory (cuDeviceCanAccessPeer), as
+ * the access granted to all of them needs. Check: raises, runs no Lua. */
+static void check_spread(lua_State *L, int first, int n, int opti)
+{
+  for (int i = 0; i < n; i++) {
+    const cl_Device *a = lua_touserdata(L, first + i);
+    for (int j = 0; j < n; j++) {
+      const cl_Device *b = lua_touserdata(L, first + j);
+      if (i < j && a == b)
+        luaL_argerror(L, opti, lua_pushfstring(L, "devices lists device %d twice", a->ordinal));
+      int can = 1;
+      if (a != b)
+        CL_TRY(L, cuDeviceCanAccessPeer, (&can, a->handle, b->handle));
+      if (!can)
+        luaL_error(L, "devices: device %d cannot access the memory of device %d "
+                      "(dev:can_access_peer is false), which one allocation spread over both needs",
+                   a->ordinal, b->ordinal);
+    }
+  }
+}
+
+/* The granularity for prop on every device of the spread: the largest. */
+static size_t spread_granularity(lua_State *L, const Vmm *v, int kind)
+{
+  size_t most = 0;
+  for (int k = 0; k < v->spread.n; k++) {
+    CUmemAllocationProp prop = v->prop;
+    size_t g = 0;
+    if (v->spread.n > 1)
+      prop.location.id = v->spread.ordinal[k];
+    CL_TRY(L, cuMemGetAllocationGranularity,
+           (&g, &prop, kind ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED : CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    if (g == 0)
+      luaL_error(L, "cuMemGetAllocationGranularity gave 0");
+    most = g > most ? g : most;
+  }
+  return most;
+}
+
 /* cuda.VirtualMemoryResource([dev] [, {allocation_type, location | location_type,
- * numa_id, handle_type, access | self_access, granularity, gpu_direct_rdma}]) */
+ * numa_id, handle_type, access | self_access, granularity, gpu_direct_rdma,
+ * devices}]) */
 static int cuda_vmm(lua_State *L)
 {
   static const char *const options[] = {
     "allocation_type", "location", "location_type", "numa_id", "handle_type", "access",
-    "self_access", "granularity", "gpu_direct_rdma", NULL
+    "self_access", "granularity", "gpu_direct_rdma", "devices", NULL
   };
   cl_check_nargs(L, 2);
   int opti = lua_istable(L, 1) && lua_isnoneornil(L, 2) ? 1 : 2;
@@ -415,27 +548,39 @@ static int cuda_vmm(lua_State *L)
   Settings st;
   read_settings(L, opti, &st);
   check_settings(L, opti, &st);
-  if (opti == 1)
-    cl_push_current_device(L);
-  else
-    cl_push_device_arg(L, 1);
-  int devi = lua_gettop(L);
+  if (location_values[st.location] != CU_MEM_LOCATION_TYPE_DEVICE && present(L, opti, "devices"))
+    luaL_argerror(L, opti, "devices spreads device memory: location_type must be \"device\"");
+  int devi = lua_gettop(L) + 1; /* the devices: the resource's first */
+  int ndev = push_devices(L, opti);
+  if (ndev > 0 && opti == 2 && !lua_isnil(L, 1))
+    luaL_argerror(L, 1, "give a device or the option devices, not both");
+  if (ndev == 0) {
+    if (opti == 1)
+      cl_push_current_device(L);
+    else
+      cl_push_device_arg(L, 1);
+    ndev = 1;
+  }
   Vmm *v = lua_newuserdatauv(L, sizeof *v, 1);
   memset(v, 0, sizeof *v);
   v->mr.closed = 1;             /* until it is made */
   v->mr.kind = CL_MR_DEVICE;
   v->mr.vmm = v;
   luaL_setmetatable(L, CL_MR);
-  cl_Device *d = cl_check_device(L, devi);
+  for (int k = 0; k < ndev; k++)
+    cl_check_device(L, devi + k);
+  check_spread(L, devi, ndev, opti);
+  cl_Device *d = lua_touserdata(L, devi);
   CUmemLocationType loc = location_values[st.location];
-  if (st.rdma) {
+  for (int k = 0; st.rdma && k < ndev; k++) {
+    const cl_Device *e = lua_touserdata(L, devi + k);
     int rdma = 0;
     CL_TRY(L, cuDeviceGetAttribute, (&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
-                                     d->handle));
+                                     e->handle));
     if (!rdma)
       return luaL_error(L, "gpu_direct_rdma: device %d does not support GPUDirect RDMA with "
                            "virtual memory (dev.properties.gpu_direct_rdma_with_cuda_vmm_supported)",
-                        d->ordinal);
+                        e->ordinal);
   }
   v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   v->prop.requestedHandleTypes = handle_values[st.handle];
@@ -443,16 +588,22 @@ static int cuda_vmm(lua_State *L)
   v->prop.location.id = loc == CU_MEM_LOCATION_TYPE_DEVICE ? d->ordinal
                       : loc == CU_MEM_LOCATION_TYPE_HOST_NUMA ? (int)st.numa : 0;
   v->prop.allocFlags.gpuDirectRDMACapable = (unsigned char)st.rdma;
-  v->access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  v->access.location.id = d->ordinal;
-  v->access.flags = st.access ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  v->spread.n = ndev;
+  for (int k = 0; k < ndev; k++) {
+    cl_Device *e = lua_touserdata(L, devi + k);
+    cl_device_activate(L, e);   /* its primary context: a release waits for it */
+    v->spread.ordinal[k] = e->ordinal;
+    v->spread.ctx[k] = e->ctx;
+    v->spread.access[k].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    v->spread.access[k].location.id = e->ordinal;
+    v->spread.access[k].flags = st.access ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                          : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (k > 0 && e->ordinal < 64)
+      v->mr.peer_mask |= (uint64_t)1 << e->ordinal;   /* kernels there may use its buffers */
+  }
   v->granularity_kind = st.granularity;
   cl_device_activate(L, d);
-  CL_TRY(L, cuMemGetAllocationGranularity,
-         (&v->granularity, &v->prop, st.granularity ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
-                                                    : CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-  if (v->granularity == 0)
-    return luaL_error(L, "cuMemGetAllocationGranularity gave 0");
+  v->granularity = spread_granularity(L, v, st.granularity);
   v->mr.dev = d;
   v->mr.closed = 0;
   lua_pushvalue(L, devi);
@@ -478,13 +629,21 @@ static int push_setting(lua_State *L, const Vmm *v, const char *key)
   else if (strcmp(key, "numa_id") == 0 && loc == CU_MEM_LOCATION_TYPE_HOST_NUMA)
     lua_pushinteger(L, v->prop.location.id);
   else if (strcmp(key, "access") == 0 || strcmp(key, "self_access") == 0)
-    lua_pushstring(L, v->access.flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? "r" : "rw");
+    lua_pushstring(L, v->spread.access[0].flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? "r" : "rw");
   else if (strcmp(key, "allocation_type") == 0)
     lua_pushstring(L, "pinned");
   else if (strcmp(key, "handle_type") == 0)
     lua_pushstring(L, handle_types[hi]);
   else if (strcmp(key, "gpu_direct_rdma") == 0)
     lua_pushboolean(L, v->prop.allocFlags.gpuDirectRDMACapable);
+  else if (strcmp(key, "devices") == 0) {
+    Spread sp = v->spread;      /* copied: the table's allocation may run a finalizer */
+    lua_createtable(L, sp.n, 0);
+    for (int k = 0; k < sp.n; k++) {
+      lua_pushinteger(L, sp.ordinal[k]);
+      lua_rawseti(L, -2, k + 1);
+    }
+  }
   else
     return 0;
   return 1;
@@ -503,13 +662,13 @@ static int cuda_vmm_info(lua_State *L)
 {
   static const char *const keys[] = {
     "granularity", "granularity_type", "location", "location_type", "location_id", "numa_id",
-    "access", "self_access", "allocation_type", "handle_type", "gpu_direct_rdma", NULL
+    "access", "self_access", "allocation_type", "handle_type", "gpu_direct_rdma", "devices", NULL
   };
   cl_MemoryResource *mr = cl_check_mr(L, 1);
   if (mr->vmm == NULL)
     return luaL_argerror(L, 1, "not a cuda.VirtualMemoryResource");
   const Vmm *v = mr->vmm;       /* plain data in the userdata at 1: a close leaves it */
-  lua_createtable(L, 0, 11);
+  lua_createtable(L, 0, 12);
   for (int k = 0; keys[k]; k++)
     if (push_setting(L, v, keys[k]))
       lua_setfield(L, -2, keys[k]);

@@ -285,6 +285,9 @@ local actions = {
   -- virtual memory (issue 21): grow buffers in place and by moving (an
   -- injected failure of the hint under the fake), slices of moved buffers
   function() add("mr", cuda.VirtualMemoryResource(dev, {granularity = ({"minimum", "recommended"})[math.random(2)]})) end,
+  -- issue 29: one allocation spread over devices (the fuzzer's one device, listed once or twice, or junk)
+  function() add("mr", cuda.VirtualMemoryResource{devices = ({{dev}, {0}, {dev, dev}, {}, {any()}, any()})[math.random(6)],
+      granularity = "minimum"}) end,
   -- issue 27: cuda.core's VirtualMemoryResourceOptions, good and bad combinations
   function() local pickone = function(l) return l[math.random(#l)] end
       local mr = add("mr", cuda.VirtualMemoryResource(dev, {allocation_type = pickone{"pinned", "managed", any()},

@@ -6,7 +6,7 @@
 local t = require "tap"
 local cuda = t.need_gpu()
 local seed = t.seed()
-t.plan(12)
+t.plan(14)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -130,5 +130,41 @@ if props.host_virtual_memory_management_supported == 0 then
   t.skip("no host virtual memory management on this device", 1)
 else
   round_trip({location_type = "host"}, "location_type = \"host\": host memory mapped for the device")
+end
+
+-- one allocation spread over every GPU there is (issue 29): a chunk each,
+-- back to back; random data through all of it, and a kernel on the last
+-- device over the whole buffer (1 device: the plain layout)
+local ndev = cuda.device_count()
+local all = {}
+for k = 0, ndev - 1 do all[#all + 1] = cuda.Device(k) end
+local ok, spread = pcall(cuda.VirtualMemoryResource, {devices = all})
+if not ok then
+  t.skip("devices = all " .. ndev .. ": " .. tostring(spread), 2)
+else
+  local last = all[ndev]
+  local n = ndev * 8 * MiB + 4 * math.random(0, 1000)
+  local sb = spread:allocate(n, s)
+  local src, dst = pinned:allocate(n), pinned:allocate(n)
+  src:view("float32"):random(-1, 1, seed + 4)
+  dst:view("float32"):fill(0 / 0)
+  src:copy_to(sb, s)
+  sb:copy_to(dst, s)
+  s:sync()
+  t.ok(dst:view("float32"):allclose(src:view("float32"), 0, 0),
+       ("%d MiB spread over %d device(s): random data round-trips"):format(n // MiB, ndev))
+  local ls = last:create_stream()
+  local kl = require("cuda.kernels").load(last, "scale_and_bias.cu", "scale_and_bias")
+  cuda.launch(ls, cuda.LaunchConfig{grid = 1024, block = 256}, kl, sb, cuda.f32(2), cuda.f32(1), cuda.u64(n // 4))
+  ls:sync()
+  sb:copy_to(dst, s)
+  s:sync()
+  src:view("float32"):scale(2)
+  src:view("float32"):add(1)
+  t.ok(dst:view("float32"):allclose(src:view("float32"), 1e-6, 1e-6),
+       ("a kernel on device %d over all of it"):format(last.id))
+  sb:close()
+  ls:close()
+  dev:set_current()
 end
 t.done()

@@ -77,6 +77,11 @@ struct fake_AdviseRecord { CUdeviceptr ptr; size_t size; CUmem_advise advice; CU
 extern struct fake_AdviseRecord fake_last_advise;
 /* vmm.c: the properties of the last cuMemCreate that succeeded. */
 extern CUmemAllocationProp fake_last_mem_create;
+/* vmm.c: where each cuMemCreate since the log was read put its memory
+ * (location ids), and how many devices the last cuMemSetAccess granted. */
+#define FAKE_VMM_LOG 64
+struct fake_VmmLog { int created_on[FAKE_VMM_LOG]; size_t ncreated, access_count; };
+extern struct fake_VmmLog fake_vmm_log;
 /* vmm.c: whether [p, p + n) reaches a freed virtual-memory reservation. */
 int fake_vmm_freed(uintptr_t p, size_t n);
 

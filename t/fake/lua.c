@@ -195,6 +195,20 @@ static int last_mem_create(lua_State *L)
   return 1;
 }
 
+/* fakecuda.vmm_log() -> {location ids of the cuMemCreate calls since the
+ * last read}, the device count of the last cuMemSetAccess; clears the list. */
+static int vmm_log(lua_State *L)
+{
+  lua_createtable(L, (int)fake_vmm_log.ncreated, 0);
+  for (size_t k = 0; k < fake_vmm_log.ncreated; k++) {
+    lua_pushinteger(L, fake_vmm_log.created_on[k]);
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+  }
+  fake_vmm_log.ncreated = 0;
+  lua_pushinteger(L, (lua_Integer)fake_vmm_log.access_count);
+  return 2;
+}
+
 /* The entry points, in cuGetProcAddress's table order. */
 static int names(lua_State *L)
 {
@@ -212,6 +226,7 @@ int luaopen_fakecuda(lua_State *L)
     {"fail", fail}, {"reset", reset}, {"calls", calls}, {"live", live}, {"names", names},
     {"context_usable", context_usable}, {"texture", texture}, {"last_batch", last_batch},
     {"last_advise", last_advise}, {"last_mem_create", last_mem_create},
+    {"vmm_log", vmm_log},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);

@@ -38,6 +38,7 @@ static struct Reservation reservations[MAX_RECORDS];
 static int aligned(uintptr_t x) { return x % GRANULARITY == 0; }
 
 CUmemAllocationProp fake_last_mem_create;
+struct fake_VmmLog fake_vmm_log;
 
 #define QUARANTINE 64
 static struct Reservation freed[QUARANTINE];
@@ -104,6 +105,8 @@ CUresult fake_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
   if (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC)
     return CUDA_ERROR_NOT_PERMITTED;    /* no IMEX channel here */
   fake_last_mem_create = *prop;
+  if (fake_vmm_log.ncreated < FAKE_VMM_LOG)
+    fake_vmm_log.created_on[fake_vmm_log.ncreated++] = prop->location.id;
   for (size_t i = 0; i < MAX_RECORDS; i++)
     if (!physicals[i]) {
       struct Physical *p = calloc(1, sizeof *p);
@@ -247,9 +250,13 @@ CUresult fake_cuMemUnmap(CUdeviceptr ptr, size_t size)
 CUresult fake_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
   FAKE_ENTER(cuMemSetAccess);
-  if (!desc || count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      fake_bad_device(desc->location.id))
+  if (!desc || count < 1 || count > FAKE_MAX_DEVICES)
     return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < count; k++)   /* one entry a device, all the same protection here */
+    if (desc[k].location.type != CU_MEM_LOCATION_TYPE_DEVICE || fake_bad_device(desc[k].location.id) ||
+        desc[k].flags != desc[0].flags)
+      return CUDA_ERROR_INVALID_VALUE;
+  fake_vmm_log.access_count = count;
   size_t covered = 0;
   for (size_t k = 0; k < MAX_RECORDS; k++)
     if (mappings[k].size && mappings[k].va >= ptr && mappings[k].va + mappings[k].size <= ptr + size)
