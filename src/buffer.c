@@ -124,8 +124,9 @@ void cl_check_span(lua_State *L, int i, cl_Span *out)
     cl_view_memory(v, &m);
     if (!cl_buffer_is_open(m.buf))
       luaL_error(L, "%s (the view's buffer)", cl_buffer_closed_why(m.buf));
-    if (m.moved)
-      luaL_argerror(L, i, "cuda.View: " CL_BUFFER_MOVED ": make the view again");
+    if (m.moved)                /* copy_batch passes pairs at negative indexes */
+      i > 0 ? luaL_argerror(L, i, "cuda.View: " CL_BUFFER_MOVED ": make the view again")
+            : luaL_error(L, "cuda.View: " CL_BUFFER_MOVED ": make the view again");
     if (!m.contiguous)
       luaL_argerror(L, i, "a strided cuda.View is not one run of bytes to copy");
     out->ptr = m.ptr;
