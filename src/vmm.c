@@ -12,7 +12,15 @@
  * the pointer stays; else a new range big enough for all is reserved, every
  * chunk is mapped into it (the contents move with their physical memory:
  * nothing is copied) and the old ranges go. A release unmaps every chunk,
- * releases it, then frees the ranges, in that order.
+ * releases it, then frees the ranges, in that order. A move leaves the
+ * slices, views and tensor maps made before at the old address: each use
+ * compares the buffer's move count with theirs and refuses them.
+ *
+ * {devices = {d0, d1, ...}} spreads each allocation over several devices
+ * (CUDA's vectorAddMMAP): one chunk a device, back to back in one range,
+ * every device granted access; such buffers do not grow. The options are
+ * cuda.core's VirtualMemoryResourceOptions, checked against what
+ * cuMemCreate takes before any driver call.
  *
  * The resource is a cuda.MemoryResource of kind "device" (memory.c), with
  * this file's settings after its struct; its buffers are plain cuda.Buffers
