@@ -9,11 +9,20 @@
 
 #include "cl.h"
 
+const char *cl_buffer_closed_why(const cl_Buffer *b)
+{
+  if (b->closed)
+    return "cuda.Buffer is closed";
+  if (b->owner && b->owner->closed)
+    return "cuda.Buffer is closed (its owner was closed)";
+  return "cuda.Buffer is a slice of a buffer that moved when it grew: make the slice again";
+}
+
 cl_Buffer *cl_check_buffer(lua_State *L, int i)
 {
   cl_Buffer *b = luaL_checkudata(L, i, CL_BUFFER);
   if (!cl_buffer_is_open(b))
-    luaL_error(L, b->closed ? "cuda.Buffer is closed" : "cuda.Buffer is closed (its owner was closed)");
+    luaL_error(L, "%s", cl_buffer_closed_why(b));
   return b;
 }
 
@@ -114,7 +123,10 @@ void cl_check_span(lua_State *L, int i, cl_Span *out)
     cl_ViewMemory m;
     cl_view_memory(v, &m);
     if (!cl_buffer_is_open(m.buf))
-      luaL_error(L, "cuda.Buffer is closed (the view's buffer)");
+      luaL_error(L, "%s (the view's buffer)", cl_buffer_closed_why(m.buf));
+    if (m.moved)                /* copy_batch passes pairs at negative indexes */
+      i > 0 ? luaL_argerror(L, i, "cuda.View: " CL_BUFFER_MOVED ": make the view again")
+            : luaL_error(L, "cuda.View: " CL_BUFFER_MOVED ": make the view again");
     if (!m.contiguous)
       luaL_argerror(L, i, "a strided cuda.View is not one run of bytes to copy");
     out->ptr = m.ptr;
@@ -307,6 +319,7 @@ static int buffer_slice(lua_State *L)
                                  owner->stream, lua_isnil(L, -1) ? 0 : -1);
   sl->owner = owner;
   sl->mr = owner->mr;
+  sl->moves = owner->moves;     /* a later move leaves this address: is_open then fails */
   cl_check_buffer(L, 1);   /* creating the slice can run a finalizer that closed buf */
   return 1;
 }

@@ -165,6 +165,8 @@ typedef struct cl_MemoryResource {
   int ipc_pool;                 /* a pool other processes can import (DeviceMemoryResource{ipc = true}) */
   int pool_shared;              /* its handle exported once: the driver exports pointers only then */
   void *vmm;                    /* a cuda.VirtualMemoryResource's settings (vmm.c), else NULL */
+  CUmemLocation location;       /* a pinned pool's host NUMA node, a managed resource's preferred
+                                 * location (cuMemAdvise on each allocation); type 0: none */
   int graph_memory;             /* a cuda.GraphMemoryResource (graph_memory.c) */
   struct cl_Foreign *foreign;   /* memory another library owns (view_foreign.c), else NULL */
 } cl_MemoryResource;
@@ -222,14 +224,21 @@ typedef struct cl_Buffer {
   struct cl_Buffer *owner;      /* the owning buffer of a slice, else NULL */
   cl_Stream *stream;            /* the stream it was allocated on, or NULL */
   int graph_refs;               /* live graphs using it (or its slices): close defers the free */
+  unsigned moves;               /* an owner: times buf:grow moved it (vmm.c); a slice, a view, a
+                                 * tensor map: that count when it was made (it holds the address) */
 } cl_Buffer;
 
 /* A buffer or slice that is open, and whose owner is open. */
 cl_Buffer *cl_check_buffer(lua_State *L, int i);
 static inline int cl_buffer_is_open(const cl_Buffer *b)
 {
-  return !b->closed && !(b->owner && b->owner->closed);
+  return !b->closed && !(b->owner && (b->owner->closed || b->owner->moves != b->moves));
 }
+/* What a slice, view or tensor map made before its buffer moved says. */
+#define CL_BUFFER_MOVED "the buffer moved when it grew"
+/* Why b is not open (a static string: launch and copies format nothing):
+ * closed, its owner closed, or a slice of an owner that moved since. */
+const char *cl_buffer_closed_why(const cl_Buffer *b);
 /* Push a new buffer over ptr/size owned by mr (at index mri), allocated
  * on stream s (at index si, 0 for none). */
 cl_Buffer *cl_push_buffer(lua_State *L, CUdeviceptr ptr, size_t size, int mri,
@@ -239,7 +248,8 @@ cl_Buffer *cl_push_buffer(lua_State *L, CUdeviceptr ptr, size_t size, int mri,
 void cl_buffer_graph_release(cl_Buffer *b);
 /* For a kernel's pointer parameter (launch.c): the buffer of the view at i
  * (a cuda.View; NULL for anything else), the address of its first element
- * in *ptr. Only for functions registered through cl_setfuncs (cl_fast_test). */
+ * in *ptr. Only for functions registered through cl_setfuncs (cl_fast_test).
+ * A view made before its buffer moved (buf:grow) raises an argument error. */
 cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr);
 /* A pending operation outside the GPU (an MPI request) uses b's memory:
  * closing b then closes it for Lua only, and the memory goes back at the
@@ -281,6 +291,7 @@ typedef struct cl_ViewMemory {
   CUdeviceptr ptr;              /* its first element */
   size_t nbytes;                /* elements * itemsize: its bytes when contiguous */
   int contiguous;
+  int moved;                    /* made before its buffer moved (vmm.c): ptr is stale */
 } cl_ViewMemory;
 void cl_view_memory(const void *view, cl_ViewMemory *m);
 
@@ -664,13 +675,17 @@ void cl_open_tensormap(lua_State *L);
 void cl_open_foreign(lua_State *L);
 /* cuda.launch's hook (tensormap.c): for a cuda.TensorMap (metatable mt,
  * userdata ud) its 128-byte descriptor, and in *buf the buffer it encodes
- * (NULL when the map is closed); NULL for any other value. Runs no Lua. */
+ * (NULL when the map is closed); NULL for any other value. Runs no Lua
+ * but to raise for a map made before its buffer moved (buf:grow). */
 const void *cl_tensormap_arg(lua_State *L, const void *mt, void *ud, cl_Buffer **buf);
 /* A virtual-memory resource's buffers (vmm.c): memory.c allocates and
  * frees them here; cl_vmm_free never raises and waits for nothing (the
  * caller synchronized). */
 CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n);
 void cl_vmm_free(CUdeviceptr p);
+/* A virtual-memory resource's setting key (vmr.handle_type ...) pushed,
+ * or 0 and nothing for other resources and keys (memory.c's fields). */
+int cl_vmm_push_field(lua_State *L, const cl_MemoryResource *mr, const char *key);
 /* PinnedMemoryResource's numa_id option of the table at idx: the node
  * (>= 0; it makes the resource a pool: *pooled is set, and pool = false
  * with it is an error), or -1 when absent. */

@@ -238,7 +238,7 @@ static void inaccessible_error(lua_State *L, cl_Kernel *k, int n, const cl_Memor
 static void check_memory(lua_State *L, cl_Kernel *k, int n, cl_Buffer *b, cl_Device *d)
 {
   if (!cl_buffer_is_open(b))
-    arg_error(L, k, n, "%s", "the cuda.Buffer is closed", 0);
+    arg_error(L, k, n, "the %s", cl_buffer_closed_why(b), 0);   /* closed, or a moved slice */
   if (b->mr->kind == CL_MR_HOST)
     arg_error(L, k, n, "%s", "pageable host memory cannot be passed to a kernel; "
                              "use pinned, managed or device memory", 0);

@@ -164,6 +164,8 @@ static int cuda_pinned_mr(lua_State *L)
     mr->closed = 1;
     mr->pool = create_pool(L, numa >= 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_HOST,
                            numa >= 0 ? numa : 0, 0);
+    if (numa >= 0)              /* mr.numa_id reads it back */
+      mr->location = (CUmemLocation){CU_MEM_LOCATION_TYPE_HOST_NUMA, numa};
     mr->owns_pool = 1;
     mr->closed = 0;
     CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, d->ordinal},
@@ -174,18 +176,75 @@ static int cuda_pinned_mr(lua_State *L)
   return 1;
 }
 
-/* cuda.ManagedMemoryResource([{device = dev}]) */
+/* A managed resource's preferred location, as cuda.core's
+ * ManagedMemoryResourceOptions give it: preferred_location (at li) read
+ * by preferred_location_type (at ti). Without a type, a device (or its
+ * ordinal >= 0), -1 or "host" for the host, nil for none; "device": a
+ * device or ordinal; "host": no location; "host_numa": a node id >= 0, or
+ * nil for the device's own (at devi). Type 0 (invalid): no preference. */
+static CUmemLocation preferred_location(lua_State *L, int li, int ti, int devi)
+{
+  static const char *const types[] = {"device", "host", "host_numa", NULL};
+  CUmemLocation loc = {CU_MEM_LOCATION_TYPE_INVALID, 0};
+  int type = lua_isnil(L, ti) ? -1 : luaL_checkoption(L, ti, NULL, types);
+  int is_host = lua_type(L, li) == LUA_TSTRING && strcmp(lua_tostring(L, li), "host") == 0;
+  int is_dev = luaL_testudata(L, li, CL_DEVICE) != NULL;
+  if (lua_isnil(L, li) && type < 0)
+    return loc;
+  if (type == 1 || (type < 0 && is_host)) {
+    if (type == 1 && !lua_isnil(L, li))
+      luaL_error(L, "preferred_location_type = \"host\" takes no preferred_location");
+    loc.type = CU_MEM_LOCATION_TYPE_HOST;
+    return loc;
+  }
+  if (type == 2 && lua_isnil(L, li)) {   /* the device's own node */
+    int node = -1;
+    CL_TRY(L, cuDeviceGetAttribute, (&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID,
+                                     cl_check_device(L, devi)->handle));
+    if (node < 0)
+      luaL_error(L, "preferred_location_type = \"host_numa\": the device has no host NUMA node "
+                    "(dev.host_numa_id is -1): give preferred_location");
+    loc = (CUmemLocation){CU_MEM_LOCATION_TYPE_HOST_NUMA, node};
+    return loc;
+  }
+  if (is_dev && type != 2) {
+    loc = (CUmemLocation){CU_MEM_LOCATION_TYPE_DEVICE, ((cl_Device *)lua_touserdata(L, li))->ordinal};
+    return loc;
+  }
+  if (lua_type(L, li) != LUA_TNUMBER)
+    luaL_error(L, "preferred_location must be %s, got %s",
+               type == 2 ? "a host NUMA node id" : "a cuda.Device, a device id, -1 or \"host\"",
+               luaL_typename(L, li));
+  lua_Integer id = cl_to_integer_range(L, li, type < 0 ? -1 : 0, INT32_MAX, "preferred_location");
+  if (type == 2)
+    loc = (CUmemLocation){CU_MEM_LOCATION_TYPE_HOST_NUMA, (int)id};
+  else if (id < 0)
+    loc.type = CU_MEM_LOCATION_TYPE_HOST;
+  else {
+    cl_push_device(L, (int)id);   /* an ordinal the system lacks raises here */
+    lua_pop(L, 1);
+    loc = (CUmemLocation){CU_MEM_LOCATION_TYPE_DEVICE, (int)id};
+  }
+  return loc;
+}
+
+/* cuda.ManagedMemoryResource([{device = dev, preferred_location = p,
+ * preferred_location_type = t}]) */
 static int cuda_managed_mr(lua_State *L)
 {
-  static const char *const options[] = {"device", NULL};
+  static const char *const options[] = {
+    "device", "preferred_location", "preferred_location_type", NULL
+  };
+  lua_settop(L, 1);
   cl_check_options(L, 1, options);
-  if (!lua_isnoneornil(L, 1))
-    lua_getfield(L, 1, "device");
-  else
-    lua_pushnil(L);
-  int devi = device_arg(L, lua_gettop(L));
+  int has = !lua_isnil(L, 1);
+  for (int k = 0; k < 3; k++)   /* 2: device, 3: location, 4: its type */
+    has ? (void)lua_getfield(L, 1, options[k]) : lua_pushnil(L);
+  int devi = device_arg(L, 2);
+  CUmemLocation loc = preferred_location(L, 3, 4, devi);
   cl_device_activate(L, cl_check_device(L, devi));
-  push_mr(L, CL_MR_MANAGED, devi);
+  cl_MemoryResource *mr = push_mr(L, CL_MR_MANAGED, devi);
+  mr->location = loc;
   return 1;
 }
 
@@ -217,6 +276,19 @@ static CUdeviceptr allocate_managed(lua_State *L, size_t n)
   return p;
 }
 
+/* A managed resource's preferred location, advised on a new allocation;
+ * freed again when the driver refuses (a node the system lacks). */
+static void advise_preferred(lua_State *L, const cl_MemoryResource *mr, CUdeviceptr p, size_t n)
+{
+  if (mr->location.type == CU_MEM_LOCATION_TYPE_INVALID)
+    return;
+  CUresult r = CL_CALL(cuMemAdvise, (p, n, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, mr->location));
+  if (r != CUDA_SUCCESS) {
+    CL_CALL(cuMemFree, (p));
+    cl_raise_detail(L, r, "cuMemAdvise", " (the resource's preferred_location)");
+  }
+}
+
 static CUdeviceptr allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_Stream *s)
 {
   CUdeviceptr p = 0;
@@ -244,8 +316,10 @@ static CUdeviceptr allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_St
     r = CL_CALL(cuMemAlloc, (&p, n));
     if (r != CUDA_SUCCESS)
       raise_oom(L, r, "cuMemAlloc", n);
-  } else
+  } else {
     p = allocate_managed(L, n);
+    advise_preferred(L, mr, p, n);
+  }
   return p;
 }
 
@@ -675,6 +749,19 @@ static int mr_fields(lua_State *L)
     lua_pushinteger(L, (lua_Integer)mr->live_buffers);
   else if (strcmp(key, "peer_accessible_by") == 0)
     push_peer_list(L, mr->peer_mask);
+  else if (strcmp(key, "numa_id") == 0 && mr->kind == CL_MR_PINNED &&
+           mr->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA)
+    lua_pushinteger(L, mr->location.id);
+  else if (strcmp(key, "preferred_location") == 0 && mr->kind == CL_MR_MANAGED &&
+           mr->location.type != CU_MEM_LOCATION_TYPE_INVALID &&
+           mr->location.type != CU_MEM_LOCATION_TYPE_HOST)
+    lua_pushinteger(L, mr->location.id);
+  else if (cl_vmm_push_field(L, mr, key))
+    ;                           /* a virtual-memory resource's settings (vmm.c) */
+  else if (strcmp(key, "preferred_location_type") == 0 && mr->kind == CL_MR_MANAGED &&
+           mr->location.type != CU_MEM_LOCATION_TYPE_INVALID)
+    lua_pushstring(L, mr->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? "device"
+                    : mr->location.type == CU_MEM_LOCATION_TYPE_HOST ? "host" : "host_numa");
   else
     lua_pushnil(L);
   return 1;

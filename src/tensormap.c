@@ -31,6 +31,7 @@ typedef struct TensorMap {
   unsigned align;               /* the address' alignment the driver requires */
   size_t extent;                /* bytes from the first element to past the last */
   cl_Buffer *buf;               /* the buffer of user value 1, NULL when closed */
+  unsigned moves;               /* buf->moves when encoded: a move (buf:grow) leaves address */
   CUdeviceptr address;
   unsigned char raw[sizeof(CUtensorMap) + 63];   /* the descriptor, 64-byte aligned inside */
 } TensorMap;
@@ -252,7 +253,7 @@ static cl_Buffer *memory_at(lua_State *L, int i, CUdeviceptr *ptr)
     b = cl_check_buffer(L, i);
     *ptr = b->ptr;
   } else if (!cl_buffer_is_open(b))
-    luaL_argerror(L, i, "the view's cuda.Buffer is closed");
+    luaL_argerror(L, i, lua_pushfstring(L, "the view's %s", cl_buffer_closed_why(b)));
   return b;
 }
 
@@ -339,6 +340,7 @@ static int make(lua_State *L, int im2col)
   tm->extent = s.extent;
   cl_check(L, encode(tm, &s), im2col ? "cuTensorMapEncodeIm2col" : "cuTensorMapEncodeTiled");
   tm->buf = b;
+  tm->moves = b->moves;
   tm->closed = 0;
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
@@ -369,6 +371,7 @@ static int tensormap_replace_address(lua_State *L)
   CL_TRY(L, cuTensorMapReplaceAddress, (desc_of(tm), (void *)(uintptr_t)ptr));
   tm->address = ptr;
   tm->buf = b;
+  tm->moves = b->moves;
   lua_settop(L, 2);
   lua_setiuservalue(L, 1, 1);   /* keeps the new memory, lets the old go */
   return 0;
@@ -439,6 +442,8 @@ const void *cl_tensormap_arg(lua_State *L, const void *mt, void *ud, cl_Buffer *
     return NULL;
   TensorMap *tm = ud;
   *buf = tm->closed ? NULL : tm->buf;
+  if (*buf && tm->moves != tm->buf->moves)   /* formats nothing: the message is a constant */
+    luaL_error(L, "%s: " CL_BUFFER_MOVED ": make the map again (tm:replace_address)", CL_TENSORMAP);
   return desc_of(tm);
 }
 

@@ -166,6 +166,7 @@ static int buffer_view(lua_State *L)
                       "(slice it at an offset that is)", cl_dtype_names[t], (int)size);
   view_check_layout(L, &tmp, has_strides, b->size);
   tmp.buf = b;
+  tmp.moves = b->moves;
   tmp.base = (unsigned char *)(uintptr_t)b->ptr;
   tmp.host = cl_mr_host_accessible(b->mr);
   tmp.slow = !tmp.host || !tmp.contiguous;
@@ -195,6 +196,7 @@ void cl_view_memory(const void *view, cl_ViewMemory *m)
   m->ptr = (CUdeviceptr)(uintptr_t)v->base;
   m->nbytes = v->len * cl_dtype_sizes[v->type];
   m->contiguous = v->contiguous;
+  m->moved = v->moves != v->buf->moves;
 }
 
 cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr)
@@ -202,6 +204,8 @@ cl_Buffer *cl_view_pointer(lua_State *L, int i, CUdeviceptr *ptr)
   const View *v = cl_fast_test(L, i, CL_UV_VIEW);
   if (!v)
     return NULL;
+  if (v->moves != v->buf->moves)
+    luaL_argerror(L, i, "cuda.View: " CL_BUFFER_MOVED ": make the view again");
   *ptr = (CUdeviceptr)(uintptr_t)v->base;   /* a device address for device views */
   return v->buf;
 }

@@ -21,12 +21,15 @@ typedef struct View {
   int ndim;
   size_t shape[VIEW_MAX_DIMS];
   size_t strides[VIEW_MAX_DIMS];        /* in elements */
+  unsigned moves;               /* buf->moves when made: base is stale once they differ (vmm.c) */
 } View;                         /* user value 1: the buffer */
 
 static inline void view_check_open(lua_State *L, const View *v)
 {
   if (!cl_buffer_is_open(v->buf))
-    luaL_error(L, "%s is closed", CL_BUFFER);
+    luaL_error(L, "%s", cl_buffer_closed_why(v->buf));
+  if (v->moves != v->buf->moves)
+    luaL_error(L, "%s: " CL_BUFFER_MOVED ": make the view again", CL_VIEW);
 }
 
 /* The view at i, open or not; every function of the type has the

@@ -249,6 +249,24 @@ drow("copy_batch: bad order", "cuda.copy_batch(f.s, {}, {src_access_order = 'nev
 drow("copy_batch: order a number", "cuda.copy_batch(f.s, {}, {src_access_order = 5})", "src_access_order")
 drow("copy_batch: bad hint", "cuda.copy_batch(f.s, {}, {dst_location_hint = 'gpu'})", "dst_location_hint must be")
 drow("copy_batch: options a number", "cuda.copy_batch(f.s, {}, 5)", "table expected")
+-- issue 27: copies of one batch that depend on each other
+drow("copy_batch: overlapping destinations", "cuda.copy_batch(f.s, {{f.buf:slice(0, 8), f.pinned:allocate(8)}, {f.buf:slice(4, 8), f.pinned:allocate(8)}})", "copies 1 and 2 write overlapping bytes")
+drow("copy_batch: the same destination twice", "local x = f.pinned:allocate(8); cuda.copy_batch(f.s, {{f.buf:slice(0, 8), x}, {f.pinned:allocate(8), x}, {f.buf:slice(0, 8), x}})", "copies 1 and 3 write overlapping bytes")
+drow("copy_batch: reads another's destination", "cuda.copy_batch(f.s, {{f.buf:slice(0, 8), f.pinned:allocate(8)}, {f.pinned:allocate(8), f.buf:slice(0, 8)}})", "copy 2 reads bytes that copy 1 writes")
+-- issue 27: a managed resource's preferred location
+drow("ManagedMemoryResource: a bad location type", "cuda.ManagedMemoryResource{preferred_location_type = 'gpu'}", "invalid option 'gpu'")
+drow("ManagedMemoryResource: host with a location", "cuda.ManagedMemoryResource{preferred_location = 1, preferred_location_type = 'host'}", "takes no preferred_location")
+drow("ManagedMemoryResource: a table location", "cuda.ManagedMemoryResource{preferred_location = {}}", "preferred_location must be a cuda%.Device")
+drow("ManagedMemoryResource: a float location", "cuda.ManagedMemoryResource{preferred_location = 0.5}", "preferred_location")
+drow("ManagedMemoryResource: location -2", "cuda.ManagedMemoryResource{preferred_location = -2}", "preferred_location must be >= %-1")
+drow("ManagedMemoryResource: a device on host_numa", "cuda.ManagedMemoryResource{preferred_location = f.dev, preferred_location_type = 'host_numa'}", "a host NUMA node id")
+drow("ManagedMemoryResource: unknown option", "cuda.ManagedMemoryResource{prefered_location = 0}", "unknown option 'prefered_location'")
+-- issue 27: per-copy options
+drow("copy_batch: a list of options too short", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}, {f.pinned:allocate(8), f.pinned:allocate(8)}}, {{}})", "a list of 1 option sets for 2 copies")
+drow("copy_batch: a set that is a string", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}}, {'any'})", "options%[1%]: a table of options expected")
+drow("copy_batch: an unknown option in a set", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}}, {{gran = 1}})", "options%[1%]: unknown option 'gran'")
+drow("copy_batch: a bad order in a set", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}}, {{src_access_order = 2}})", "options%[1%]: src_access_order: invalid option '2'")
+drow("copy_batch: a list with a field", "cuda.copy_batch(f.s, {{f.buf, f.pinned:allocate(64)}}, {{}, prefer_overlap = true})", "has no field 'prefer_overlap'")
 -- smaller cuda.core gaps
 drow("set_deallocation_stream: a number", "f.buf:set_deallocation_stream(5)", "cuda%.Stream expected")
 drow("set_deallocation_stream: closed stream", "f.buf:set_deallocation_stream(f.closed_s)", "cuda%.Stream is closed")
@@ -444,12 +462,31 @@ drow("VirtualMemoryResource: a string", "cuda.VirtualMemoryResource('x')", "cuda
 drow("VirtualMemoryResource: device -1", "cuda.VirtualMemoryResource(-1)", "device id must be >= 0")
 drow("VirtualMemoryResource: unknown option", "cuda.VirtualMemoryResource(f.dev, {gran = 1})", "unknown option 'gran'")
 drow("VirtualMemoryResource: bad location", "cuda.VirtualMemoryResource{location = 'gpu'}", "'location' must be")
-drow("VirtualMemoryResource: bad handle type", "cuda.VirtualMemoryResource{handle_type = 'win32'}", "'handle_type' must be")
+drow("VirtualMemoryResource: bad handle type", "cuda.VirtualMemoryResource{handle_type = 'dmabuf'}", "'handle_type' must be")
+drow("VirtualMemoryResource: a Windows handle type", "cuda.VirtualMemoryResource{handle_type = 'win32'}", "is for Windows")
 drow("VirtualMemoryResource: bad access", "cuda.VirtualMemoryResource{access = 'w'}", "'access' must be")
 drow("VirtualMemoryResource: bad granularity", "cuda.VirtualMemoryResource{granularity = 4096}", "field 'granularity' must be a string")
 drow("VirtualMemoryResource: numa_id on a device", "cuda.VirtualMemoryResource{numa_id = 1}", "for location = \"host_numa\"")
 drow("VirtualMemoryResource: negative numa_id", "cuda.VirtualMemoryResource{location = 'host_numa', numa_id = -1}", "must be >= 0")
 drow("VirtualMemoryResource: extra argument", "cuda.VirtualMemoryResource(f.dev, nil, 1)", "unexpected argument")
+-- issue 27: cuda.core's VirtualMemoryResourceOptions, combinations the driver refuses
+drow("VirtualMemoryResource: managed", "cuda.VirtualMemoryResource{allocation_type = 'managed'}", "pinned allocations only")
+drow("VirtualMemoryResource: bad allocation type", "cuda.VirtualMemoryResource{allocation_type = 'paged'}", "'allocation_type' must be one of")
+drow("VirtualMemoryResource: host_numa_current", "cuda.VirtualMemoryResource{location_type = 'host_numa_current'}", "give \"host_numa\" and numa_id")
+drow("VirtualMemoryResource: an exported host allocation", "cuda.VirtualMemoryResource{location_type = 'host', handle_type = 'posix_fd'}", "exports no host allocation")
+drow("VirtualMemoryResource: rdma on the host", "cuda.VirtualMemoryResource{location_type = 'host', gpu_direct_rdma = true}", "gpu_direct_rdma is for device memory")
+drow("VirtualMemoryResource: rdma a number", "cuda.VirtualMemoryResource{gpu_direct_rdma = 1}", "'gpu_direct_rdma' must be a boolean")
+drow("VirtualMemoryResource: location and location_type", "cuda.VirtualMemoryResource{location = 'device', location_type = 'host'}", "not both")
+drow("VirtualMemoryResource: access and self_access", "cuda.VirtualMemoryResource{access = 'rw', self_access = 'r'}", "not both")
+drow("VirtualMemoryResource: bad self_access", "cuda.VirtualMemoryResource{self_access = 'none'}", "'self_access' must be one of")
+-- issue 29: an allocation spread over devices
+drow("VirtualMemoryResource: devices a number", "cuda.VirtualMemoryResource{devices = 0}", "field 'devices' must be a list")
+drow("VirtualMemoryResource: no devices", "cuda.VirtualMemoryResource{devices = {}}", "1 to 64 devices")
+drow("VirtualMemoryResource: a device twice", "cuda.VirtualMemoryResource{devices = {f.dev, 0}}", "lists device 0 twice")
+drow("VirtualMemoryResource: a string device", "cuda.VirtualMemoryResource{devices = {'gpu0'}}", "devices%[1%] must be a cuda%.Device")
+drow("VirtualMemoryResource: a negative device", "cuda.VirtualMemoryResource{devices = {-1}}", "devices%[1%] must be >= 0")
+drow("VirtualMemoryResource: a device and devices", "cuda.VirtualMemoryResource(f.dev, {devices = {f.dev}})", "not both")
+drow("VirtualMemoryResource: devices on the host", "cuda.VirtualMemoryResource{devices = {f.dev, 1}, location_type = 'host'}", "location_type must be \"device\"")
 drow("virtual_memory_info: a pool", "cuda.virtual_memory_info(f.pinned)", "not a cuda%.VirtualMemoryResource")
 drow("grow: a pinned buffer", "f.buf:grow(128)", "only a buffer of a cuda%.VirtualMemoryResource")
 drow("grow: shrinking", "cuda.VirtualMemoryResource():allocate(4096):grow(1)", "only grows")
@@ -457,6 +494,21 @@ drow("grow: a float", "cuda.VirtualMemoryResource():allocate(4096):grow(1.5)", "
 drow("grow: a closed buffer", "f.closed_buf:grow(128)", "cuda%.Buffer is closed")
 drow("grow: a closed stream", "cuda.VirtualMemoryResource():allocate(4096):grow(8192, f.closed_s)", "cuda%.Stream is closed")
 drow("grow: huge", "cuda.VirtualMemoryResource():allocate(4096):grow(math.maxinteger)", "")
+-- issue 27: what was made before a move is refused. The fake moves on an
+-- injected failure; a GPU where the range after the buffer is taken by
+-- the next allocation (made right after it).
+local function moved_row(desc, make, use)
+  drow("after a move: " .. desc, "local ok, fc = pcall(require, 'fakecuda'); " ..
+       "local vmr = cuda.VirtualMemoryResource(); local b = vmr:allocate(4096, f.s); " .. make ..
+       "; local blocker = vmr:allocate(4096, f.s); if ok then fc.fail('cuMemAddressReserve') end; " ..
+       "b:grow(64 << 20, f.s); " .. use, "moved when it grew")
+end
+moved_row("copy from a view", "local v = b:view('uint8', 64)", "v:copy_to(f.buf, f.s)")
+moved_row("copy into a view", "local v = b:view('uint8', 64)", "f.buf:copy_to(v, f.s)")
+moved_row("a slice", "local v = b:slice(0, 64)", "v:fill(0, f.s)")
+moved_row("copy_batch", "local v = b:view('uint8', 64)", "cuda.copy_batch(f.s, {{f.buf, v}})")
+moved_row("a tensor map of a view", "local v = b:view('uint8', 64)",
+          "cuda.TensorMap.tiled(v, {dtype = 'uint8', shape = {64}, box = {16}})")
 drow("PinnedMemoryResource: numa_id a string", "cuda.PinnedMemoryResource{numa_id = 'x'}", "field 'numa_id'")
 drow("PinnedMemoryResource: numa_id negative", "cuda.PinnedMemoryResource{numa_id = -2}", "field 'numa_id' must be >= 0")
 drow("PinnedMemoryResource: numa_id without a pool", "cuda.PinnedMemoryResource{numa_id = 0, pool = false}", "pool = false contradicts")

@@ -37,7 +37,7 @@ local function workload()
   local h <close> = pinned_pool:allocate(N * 4, s)
   local x <close> = pool:allocate(N * 4, s)
   x:copy_from(h, s)
-  cuda.copy_batch(s, {{x, h}, {h:view("float32"), x:view("float32", {N // 2, 2})}},
+  cuda.copy_batch(s, {{x, h}, {m:view("float32"), h:view("float32", {N // 2, 2})}},
                   {src_access_order = "any"})
   pool:trim(0)
   local _ = pool.reserved_current

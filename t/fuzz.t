@@ -240,6 +240,22 @@ local actions = {
         list[k] = {pick("buffer") or pick("view"), pick("view") or pick("buffer"), math.random(3) == 1 and any() or nil}
       end
       cuda.copy_batch(s, list, math.random(2) == 1 and {src_access_order = ({"stream", "any", "during_api_call", any()})[math.random(4)]} or nil) end end,
+  -- issue 27: a managed resource's preferred location, a pool's node read back
+  function() add("mr", cuda.ManagedMemoryResource(math.random(4) == 1 and any() or
+      {preferred_location = ({dev, 0, -1, "host", any()})[math.random(5)],
+       preferred_location_type = ({nil, "device", "host", "host_numa", any()})[math.random(5)]})) end,
+  function() local m = pick("mr"); if m then return m.numa_id, m.preferred_location, m.preferred_location_type end end,
+  -- issue 27: per-copy options (a list of sets), and slices of one buffer that may overlap
+  function() local s, b = pick("stream"), pick("buffer"); if s and b and (b.size or 0) >= 64 then
+      local list, opts = {}, {}
+      for k = 1, math.random(1, 6) do
+        local len = math.random(1, 16)
+        list[k] = {b:slice(math.random(0, 48), len), (pick("buffer") or b):slice(math.random(0, 48), len)}
+        opts[k] = math.random(6) > 1 and {src_access_order = ({"stream", "any", "during_api_call"})[math.random(3)],
+          prefer_overlap = math.random(2) == 1, src_location_hint = math.random(2) == 1 and dev or "host"} or any()
+      end
+      if math.random(4) == 1 then opts[#opts + 1] = {} end
+      cuda.copy_batch(s, list, opts) end end,
   function() local b, s = pick("buffer"), pick("stream"); if b and s then b:set_deallocation_stream(s) end end,
   function() return dev.default_stream, dev.per_thread_default_stream, dev.memory_resource.release_threshold end,
   -- arrays, textures and surfaces (issue 21): made from random and extreme
@@ -287,10 +303,34 @@ local actions = {
   -- virtual memory (issue 21): grow buffers in place and by moving (an
   -- injected failure of the hint under the fake), slices of moved buffers
   function() add("mr", cuda.VirtualMemoryResource(dev, {granularity = ({"minimum", "recommended"})[math.random(2)]})) end,
+  -- issue 29: one allocation spread over devices (the fuzzer's one device, listed once or twice, or junk)
+  function() add("mr", cuda.VirtualMemoryResource{devices = ({{dev}, {0}, {dev, dev}, {}, {any()}, any()})[math.random(6)],
+      granularity = "minimum"}) end,
+  -- issue 27: cuda.core's VirtualMemoryResourceOptions, good and bad combinations
+  function() local pickone = function(l) return l[math.random(#l)] end
+      local mr = add("mr", cuda.VirtualMemoryResource(dev, {allocation_type = pickone{"pinned", "managed", any()},
+        location_type = pickone{"device", "host", "host_numa", "host_numa_current"}, numa_id = pickone{0, nil, any()},
+        handle_type = pickone{"none", "posix_fd", "fabric", "win32"}, self_access = pickone{"rw", "r"},
+        gpu_direct_rdma = pickone{true, false}, granularity = pickone{"minimum", "recommended"}}))
+      return mr.handle_type, mr.location_type, mr.numa_id, mr.gpu_direct_rdma, cuda.virtual_memory_info(mr) end,
   function() local b = pick("buffer"); if b then
       if fakecuda and math.random(2) == 1 then fakecuda.fail("cuMemAddressReserve") end
       b:grow(math.random(2) == 1 and (b.size or 0) + math.random(0, 5 << 20) or any(), pick("stream")) end end,
   function() add("mr", cuda.PinnedMemoryResource{numa_id = math.random(2) == 1 and dev.host_numa_id or any()}) end,
+  -- issue 27: views, slices and tensor maps made before a buffer moved
+  -- (buf:grow) are refused, never used at the old, unmapped address
+  function() local mr = pick("mr"); if mr then
+      local b = add("buffer", mr:allocate(math.random(1, 3 << 20), pick("stream")))
+      local v, sl = add("view", b:view("uint8")), add("buffer", b:slice(0, math.min(b.size, 4096)))
+      local m = add("tmap", cuda.TensorMap.tiled(b, {dtype = "uint8", shape = {16, 1}, box = {16, 1}}))
+      if fakecuda and math.random(4) > 1 then fakecuda.fail("cuMemAddressReserve") end
+      b:grow(b.size + math.random(0, 5 << 20), pick("stream"))
+      local s, r = pick("stream"), math.random(4)
+      if not s then return end
+      if r == 1 then v:copy_to(pick("buffer") or v, s)
+      elseif r == 2 then sl:fill(math.random(0, 255), s)
+      elseif r == 3 then cuda.copy_batch(s, {{pick("buffer") or b, v}})
+      else cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1}, tmap_kernel, m, pick("buffer") or b) end end end,
   -- graphs: event nodes, conditional handles (forged ones too), memsets and
   -- copies of any buffer, kernel updates, events recorded into captures
   function() local b, e = pick("builder"), pick("event"); if b and e then

@@ -12,6 +12,7 @@
 #define FAKECUDA_FAKE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <cuda.h>
 
 #include "../../src/driver.h"
@@ -64,6 +65,25 @@ struct CUctx_st { int ordinal; };
 
 /* memory.c: every allocation cudalua gets is a malloc'd host block. */
 size_t fake_allocated_bytes(void);
+/* memory.c: the last cuMemcpyBatchAsync's attributes, copy by copy. */
+#define FAKE_BATCH_RECORD 256
+struct fake_BatchRecord {
+  size_t count, nattrs;
+  CUmemcpyAttributes attrs[FAKE_BATCH_RECORD];
+};
+extern struct fake_BatchRecord fake_last_batch;
+/* memory.c: the last cuMemAdvise that succeeded. */
+struct fake_AdviseRecord { CUdeviceptr ptr; size_t size; CUmem_advise advice; CUmemLocation loc; };
+extern struct fake_AdviseRecord fake_last_advise;
+/* vmm.c: the properties of the last cuMemCreate that succeeded. */
+extern CUmemAllocationProp fake_last_mem_create;
+/* vmm.c: where each cuMemCreate since the log was read put its memory
+ * (location ids), and how many devices the last cuMemSetAccess granted. */
+#define FAKE_VMM_LOG 64
+struct fake_VmmLog { int created_on[FAKE_VMM_LOG]; size_t ncreated, access_count; };
+extern struct fake_VmmLog fake_vmm_log;
+/* vmm.c: whether [p, p + n) reaches a freed virtual-memory reservation. */
+int fake_vmm_freed(uintptr_t p, size_t n);
 
 /* Work issued to a stream: run at once, or recorded while it captures.
  * A graph's items also carry their node's id (graph.c). */

@@ -206,6 +206,12 @@ CUresult fake_kernel_item(struct fake_Work *w, CUfunction fn, const unsigned gri
     if (offset + size > FAKE_PARAM_BYTES)
       return CUDA_ERROR_INVALID_VALUE;
     memcpy(w->u.kernel.args + offset, params[i], size);
+    for (size_t at = 0; at + 8 <= size; at += 8) {   /* a pointer (or a TMA's) to freed VMM */
+      uint64_t word;
+      memcpy(&word, (const unsigned char *)params[i] + at, 8);
+      if (fake_vmm_freed((uintptr_t)word, 1))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
   }
   return CUDA_SUCCESS;
 }

@@ -125,6 +125,92 @@ static int texture(lua_State *L)
   return 1;
 }
 
+/* fakecuda.last_batch() -> numAttrs, {{order, flags, src_hint, dst_hint}
+ * for each copy (of the first 256)} of the last cuMemcpyBatchAsync; a hint
+ * is "host", a device ordinal, or nil for none. */
+static void push_hint(lua_State *L, const CUmemLocation *loc)
+{
+  if (loc->type == CU_MEM_LOCATION_TYPE_HOST)
+    lua_pushstring(L, "host");
+  else if (loc->type == CU_MEM_LOCATION_TYPE_DEVICE)
+    lua_pushinteger(L, loc->id);
+  else
+    lua_pushnil(L);
+}
+
+static int last_batch(lua_State *L)
+{
+  static const char *const orders[] = {"invalid", "stream", "during_api_call", "any"};
+  lua_pushinteger(L, (lua_Integer)fake_last_batch.nattrs);
+  lua_createtable(L, (int)fake_last_batch.count, 0);
+  for (size_t k = 0; k < fake_last_batch.count; k++) {
+    const CUmemcpyAttributes *a = &fake_last_batch.attrs[k];
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, (unsigned)a->srcAccessOrder < 4 ? orders[a->srcAccessOrder] : "?");
+    lua_setfield(L, -2, "order");
+    lua_pushinteger(L, a->flags);
+    lua_setfield(L, -2, "flags");
+    push_hint(L, &a->srcLocHint);
+    lua_setfield(L, -2, "src_hint");
+    push_hint(L, &a->dstLocHint);
+    lua_setfield(L, -2, "dst_hint");
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+  }
+  return 2;
+}
+
+/* fakecuda.last_advise() -> ptr, size, advice (CUmem_advise), the
+ * location's type ("device", "host", "host_numa") and id: the last
+ * cuMemAdvise that succeeded, or nothing before any. */
+static int last_advise(lua_State *L)
+{
+  const struct fake_AdviseRecord *a = &fake_last_advise;
+  if (a->ptr == 0)
+    return 0;
+  lua_pushinteger(L, (lua_Integer)a->ptr);
+  lua_pushinteger(L, (lua_Integer)a->size);
+  lua_pushinteger(L, a->advice);
+  lua_pushstring(L, a->loc.type == CU_MEM_LOCATION_TYPE_DEVICE ? "device"
+                  : a->loc.type == CU_MEM_LOCATION_TYPE_HOST ? "host"
+                  : a->loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ? "host_numa" : "other");
+  lua_pushinteger(L, a->loc.id);
+  return 5;
+}
+
+/* fakecuda.last_mem_create() -> {type, handle_types, location_type,
+ * location_id, gpu_direct_rdma}: the last cuMemCreate's properties, as
+ * the driver's numbers. */
+static int last_mem_create(lua_State *L)
+{
+  const CUmemAllocationProp *p = &fake_last_mem_create;
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, p->type);
+  lua_setfield(L, -2, "type");
+  lua_pushinteger(L, p->requestedHandleTypes);
+  lua_setfield(L, -2, "handle_types");
+  lua_pushinteger(L, p->location.type);
+  lua_setfield(L, -2, "location_type");
+  lua_pushinteger(L, p->location.id);
+  lua_setfield(L, -2, "location_id");
+  lua_pushboolean(L, p->allocFlags.gpuDirectRDMACapable);
+  lua_setfield(L, -2, "gpu_direct_rdma");
+  return 1;
+}
+
+/* fakecuda.vmm_log() -> {location ids of the cuMemCreate calls since the
+ * last read}, the device count of the last cuMemSetAccess; clears the list. */
+static int vmm_log(lua_State *L)
+{
+  lua_createtable(L, (int)fake_vmm_log.ncreated, 0);
+  for (size_t k = 0; k < fake_vmm_log.ncreated; k++) {
+    lua_pushinteger(L, fake_vmm_log.created_on[k]);
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+  }
+  fake_vmm_log.ncreated = 0;
+  lua_pushinteger(L, (lua_Integer)fake_vmm_log.access_count);
+  return 2;
+}
+
 /* The entry points, in cuGetProcAddress's table order. */
 static int names(lua_State *L)
 {
@@ -140,7 +226,9 @@ int luaopen_fakecuda(lua_State *L)
 {
   static const luaL_Reg functions[] = {
     {"fail", fail}, {"reset", reset}, {"calls", calls}, {"live", live}, {"names", names},
-    {"context_usable", context_usable}, {"texture", texture},
+    {"context_usable", context_usable}, {"texture", texture}, {"last_batch", last_batch},
+    {"last_advise", last_advise}, {"last_mem_create", last_mem_create},
+    {"vmm_log", vmm_log},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);

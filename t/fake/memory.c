@@ -469,9 +469,27 @@ CUresult fake_cuMemFreeHost(void *p)
 CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
   FAKE_ENTER(cuMemcpyAsync);
+  if (fake_vmm_freed(dst, n) || fake_vmm_freed(src, n))
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
   struct fake_Work w;
   fake_memcpy_item(&w, dst, src, n);
   return fake_submit(s, &w);
+}
+
+/* The attributes of the last batch, each copy's as its run gave it
+ * (fakecuda.last_batch), for tests of per-copy options. */
+struct fake_BatchRecord fake_last_batch;
+
+static void record_batch(const CUmemcpyAttributes *attrs, const size_t *idxs, size_t nattrs,
+                         size_t count)
+{
+  fake_last_batch.count = count < FAKE_BATCH_RECORD ? count : FAKE_BATCH_RECORD;
+  fake_last_batch.nattrs = nattrs;
+  for (size_t k = 0, run = 0; k < fake_last_batch.count; k++) {
+    while (run + 1 < nattrs && idxs[run + 1] <= k)
+      run++;
+    fake_last_batch.attrs[k] = attrs[run];
+  }
 }
 
 /* A batch is its copies in order, each stream work as cuMemcpyAsync's is;
@@ -497,6 +515,10 @@ CUresult fake_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *s
   for (size_t k = 0; k < count; k++)
     if (sizes[k] == 0)
       return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < count; k++)
+    if (fake_vmm_freed(dsts[k], sizes[k]) || fake_vmm_freed(srcs[k], sizes[k]))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+  record_batch(attrs, attrsIdxs, numAttrs, count);
   for (size_t k = 0; k < count; k++) {
     struct fake_Work w;
     fake_memcpy_item(&w, dsts[k], srcs[k], sizes[k]);
@@ -531,6 +553,8 @@ CUresult fake_memset_item(struct fake_Work *w, CUdeviceptr dst, unsigned value, 
 static CUresult memset_work(CUdeviceptr dst, unsigned value, unsigned elem, size_t count,
                             CUstream s)
 {
+  if (fake_vmm_freed(dst, count * elem))
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
   struct fake_Work w;
   CUresult r = fake_memset_item(&w, dst, value, elem, count);
   return r != CUDA_SUCCESS ? r : fake_submit(s, &w);
@@ -579,12 +603,16 @@ CUresult fake_cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUmemLocation loc, uns
   return fake_stream_valid(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+struct fake_AdviseRecord fake_last_advise;
+
 CUresult fake_cuMemAdvise(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation loc)
 {
   FAKE_ENTER(cuMemAdvise);
-  (void)p; (void)n; (void)advice;
   if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id >= fake_device_count())
     return CUDA_ERROR_INVALID_DEVICE;
+  if (loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && loc.id != 0)
+    return CUDA_ERROR_INVALID_VALUE;   /* one host NUMA node here: 0 */
+  fake_last_advise = (struct fake_AdviseRecord){p, n, advice, loc};
   return CUDA_SUCCESS;
 }
 

@@ -8,7 +8,13 @@
  *
  * The rules the driver enforces are checked: sizes and addresses in
  * granularity multiples, an unmap covers a whole mapping, a release leaves
- * the memory until its last mapping goes, a reservation is freed whole. */
+ * the memory until its last mapping goes, a reservation is freed whole.
+ *
+ * A freed reservation stays reserved (PROT_NONE) in a quarantine of the
+ * last QUARANTINE ones, so no other mapping takes its addresses, and
+ * copies, fills and launches that reach it fail with
+ * CUDA_ERROR_ILLEGAL_ADDRESS (fake_vmm_freed), where a GPU would fault and
+ * lose the context: a test observes a use of a stale address. */
 #define _GNU_SOURCE   /* memfd_create */
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +36,31 @@ static struct Mapping mappings[MAX_RECORDS];
 static struct Reservation reservations[MAX_RECORDS];
 
 static int aligned(uintptr_t x) { return x % GRANULARITY == 0; }
+
+CUmemAllocationProp fake_last_mem_create;
+struct fake_VmmLog fake_vmm_log;
+
+#define QUARANTINE 64
+static struct Reservation freed[QUARANTINE];
+static size_t freed_next;
+
+static void quarantine(uintptr_t va, size_t size)
+{
+  struct Reservation *q = &freed[freed_next++ % QUARANTINE];
+  if (q->size)
+    munmap((void *)q->va, q->size);   /* the oldest goes back to the system */
+  *q = (struct Reservation){va, size};
+}
+
+int fake_vmm_freed(uintptr_t p, size_t n)
+{
+  if (n == 0)
+    n = 1;
+  for (size_t i = 0; i < QUARANTINE; i++)
+    if (freed[i].size && p < freed[i].va + freed[i].size && freed[i].va < p + n)
+      return 1;
+  return 0;
+}
 
 CUresult fake_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
                                             CUmemAllocationGranularity_flags option)
@@ -63,9 +94,19 @@ CUresult fake_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
   FAKE_ENTER(cuMemCreate);
   if (!h || !prop || flags || !size || !aligned(size) || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
     return CUDA_ERROR_INVALID_VALUE;
-  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? fake_bad_device(prop->location.id)
-      : prop->location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA || prop->location.id != 0)
+  CUmemLocationType where = prop->location.type;
+  if (where == CU_MEM_LOCATION_TYPE_HOST ? prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE
+      : where == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+    return CUDA_ERROR_INVALID_VALUE;    /* as cuMemCreate's documentation says */
+  if (where == CU_MEM_LOCATION_TYPE_DEVICE ? fake_bad_device(prop->location.id)
+      : where != CU_MEM_LOCATION_TYPE_HOST &&
+        (where != CU_MEM_LOCATION_TYPE_HOST_NUMA || prop->location.id != 0))
     return CUDA_ERROR_INVALID_DEVICE;   /* one host NUMA node here: 0 */
+  if (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC)
+    return CUDA_ERROR_NOT_PERMITTED;    /* no IMEX channel here */
+  fake_last_mem_create = *prop;
+  if (fake_vmm_log.ncreated < FAKE_VMM_LOG)
+    fake_vmm_log.created_on[fake_vmm_log.ncreated++] = prop->location.id;
   for (size_t i = 0; i < MAX_RECORDS; i++)
     if (!physicals[i]) {
       struct Physical *p = calloc(1, sizeof *p);
@@ -159,7 +200,7 @@ CUresult fake_cuMemAddressFree(CUdeviceptr ptr, size_t size)
       for (size_t k = 0; k < MAX_RECORDS; k++)
         if (mappings[k].size && mappings[k].va >= ptr && mappings[k].va < ptr + size)
           return CUDA_ERROR_INVALID_VALUE;   /* still mapped: unmap first */
-      munmap((void *)(uintptr_t)ptr, size);
+      quarantine((uintptr_t)ptr, size);   /* PROT_NONE already: unmapped pages are */
       reservations[i].size = 0;
       fake_live[FAKE_VMM]--;
       return CUDA_SUCCESS;
@@ -209,9 +250,13 @@ CUresult fake_cuMemUnmap(CUdeviceptr ptr, size_t size)
 CUresult fake_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
   FAKE_ENTER(cuMemSetAccess);
-  if (!desc || count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      fake_bad_device(desc->location.id))
+  if (!desc || count < 1 || count > FAKE_MAX_DEVICES)
     return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < count; k++)   /* one entry a device, all the same protection here */
+    if (desc[k].location.type != CU_MEM_LOCATION_TYPE_DEVICE || fake_bad_device(desc[k].location.id) ||
+        desc[k].flags != desc[0].flags)
+      return CUDA_ERROR_INVALID_VALUE;
+  fake_vmm_log.access_count = count;
   size_t covered = 0;
   for (size_t k = 0; k < MAX_RECORDS; k++)
     if (mappings[k].size && mappings[k].va >= ptr && mappings[k].va + mappings[k].size <= ptr + size)
