@@ -305,9 +305,10 @@ int cl_check_array_format(lua_State *L, int idx, const char *field, unsigned *si
 int cl_graph_user(lua_State *L, int i, int delta);
 /* cuda.launch's hook: 1 and the 8-byte handle in *slot for an open texture
  * or surface object (metatable mt, userdata ud), -1 for a closed one (its
- * type name in *tname), 0 for any other value. Runs no Lua. */
+ * type name in *tname, the device whose context made it in *dev), 0 for
+ * any other value. Runs no Lua. */
 int cl_object_arg(lua_State *L, const void *mt, const void *ud, uint64_t *slot,
-                  const char **tname);
+                  const char **tname, cl_Device **dev);
 
 /* --- element types and typed scalars (dtype.c) --------------------------- */
 

@@ -389,6 +389,8 @@ drow("TextureObject: format on an array", "cuda.TextureObject(cuda.Array{width =
 drow("TextureObject: pinned buffer, bad format", "cuda.TextureObject(f.buf, {format = 'f32'})", "unknown format 'f32'")
 drow("TextureObject: buffer, pitch too small", "cuda.TextureObject(f.buf, {width = 4, height = 2, pitch = 8})", "pitch' must be at least")
 drow("TextureObject: buffer, too tall", "cuda.TextureObject(f.buf, {width = 4, height = 5})", "smaller than")
+drow("TextureObject: pitch * (height - 1) wraps to 0", "cuda.TextureObject(f.buf, {width = 4, height = 2^24 + 1, pitch = 2^40})", "smaller than the texture's pitch")
+drow("TextureObject: pitch * height far past 2^64", "cuda.TextureObject(f.buf, {width = 4, height = 2^30, pitch = 2^40 - 32})", "smaller than the texture's pitch")
 drow("TextureObject: closed buffer", "cuda.TextureObject(f.closed_buf)", "cuda%.Buffer is closed")
 drow("TextureObject: closed array", "local a = cuda.Array{width = 4}; a:close(); cuda.TextureObject(a)", "cuda%.Array is closed")
 drow("TextureObject: extra argument", "cuda.TextureObject(f.buf, nil, 5)", "unexpected argument")
