@@ -247,6 +247,18 @@ local actions = {
       cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 32}, tex_kernel, x, b, cuda.u64(4), cuda.u64(b.size // 4)) end end,
   function() local x = pick("texture"); if x then return x.handle, x.source, tostring(x) end end,
   function() local a = pick("array"); if a then return a.size, a.format, a.device, tostring(a) end end,
+  -- cubemaps (issue 29): plausible and extreme shapes, copies of a face or
+  -- a layer with any options, textures over them
+  function() local n = math.random(1, 8); add("array", cuda.Array{width = n, height = n,
+      depth = ({0, 6, 12, 7, any()})[math.random(5)], layered = math.random(2) == 1, cubemap = true,
+      surface = math.random(2) == 1}) end,
+  function() add("array", cuda.Array{width = any(), height = any(), depth = any(), cubemap = any(),
+                                     layered = any()}) end,
+  function() local a, b = pick("array"), pick("buffer"); if a and b then
+      local opts = ({{face = math.random(0, 7)}, {layer = math.random(0, 3)},
+                     {face = math.random(1, 6), layer = math.random(1, 2)}, {face = any(), layer = any()}, any()})[math.random(5)]
+      if math.random(2) == 1 then a:copy_from(b, pick("stream"), opts) else a:copy_to(b, pick("stream"), opts) end end end,
+  function() local a = pick("array"); if a then return a.cubemap, a.layered, a.depth end end,
   function() return dev.graph_mem_used, dev.graph_mem_reserved_high, dev:trim_graph_memory() end,
   -- tensor maps (issue 21): encoded over any buffer or view with plausible
   -- and extreme options, repointed, launched by value, closed in any order

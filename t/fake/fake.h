@@ -146,6 +146,7 @@ CUresult fake_kernel_item(struct fake_Work *w, CUfunction fn, const unsigned gri
  * fake_texture_desc: what a texture was made with (0 for no texture). */
 void *fake_object_data(unsigned long long h, int surface, size_t *bytes, size_t *pitch);
 int fake_texture_desc(unsigned long long h, CUDA_RESOURCE_DESC *r, CUDA_TEXTURE_DESC *t);
+int fake_array_desc(CUarray a, CUDA_ARRAY3D_DESCRIPTOR *d);   /* 0 for no live array */
 
 /* entry.c: the i-th entry point's name, NULL past the last */
 const char *fake_entry_name(size_t i);

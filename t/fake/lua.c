@@ -71,7 +71,8 @@ static int context_usable(lua_State *L)
 
 /* fakecuda.texture(handle): {filter_mode, address_mode = {x, y, z},
  * flags, max_anisotropy, border_color = {r, g, b, a}, resource = "array" |
- * "linear" | "pitch2d", width, height, pitch, size, format, channels}, or
+ * "linear" | "pitch2d", width, height, pitch, size, format, channels,
+ * array_flags and depth of an array's}, or
  * nil for a handle that is no live texture */
 static int texture(lua_State *L)
 {
@@ -101,6 +102,13 @@ static int texture(lua_State *L)
   static const char *const types[] = {"array", "mipmap", "linear", "pitch2d"};
   lua_pushstring(L, types[r.resType & 3]);
   lua_setfield(L, -2, "resource");
+  CUDA_ARRAY3D_DESCRIPTOR ad;
+  if (r.resType == CU_RESOURCE_TYPE_ARRAY && fake_array_desc(r.res.array.hArray, &ad)) {
+    lua_pushinteger(L, ad.Flags);     /* the array's: CUDA_ARRAY3D_CUBEMAP, ... */
+    lua_setfield(L, -2, "array_flags");
+    lua_pushinteger(L, (lua_Integer)ad.Depth);
+    lua_setfield(L, -2, "depth");
+  }
   if (r.resType == CU_RESOURCE_TYPE_LINEAR) {
     lua_pushinteger(L, (lua_Integer)r.res.linear.sizeInBytes);
     lua_setfield(L, -2, "size");
