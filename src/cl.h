@@ -646,6 +646,7 @@ void cl_open_array(lua_State *L);
 void cl_open_texture(lua_State *L);
 void cl_open_vmm(lua_State *L);
 void cl_open_tensormap(lua_State *L);
+void cl_open_host_register(lua_State *L);
 /* cuda.launch's hook (tensormap.c): for a cuda.TensorMap (metatable mt,
  * userdata ud) its 128-byte descriptor, and in *buf the buffer it encodes
  * (NULL when the map is closed); NULL for any other value. Runs no Lua. */

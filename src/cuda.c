@@ -56,5 +56,6 @@ int luaopen_cuda(lua_State *L)
   cl_open_texture(L);
   cl_open_vmm(L);
   cl_open_tensormap(L);
+  cl_open_host_register(L);
   return 1;
 }

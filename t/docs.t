@@ -80,7 +80,7 @@ local RECEIVERS = {
   ["cuda.SMResource"] = "sm", ["cuda.Context"] = "ctx", ["cuda.mpi.Request"] = "req",
   ["cuda.IpcExport"] = "exp", ["cuda.IpcPoolHandle"] = "h", ["cuda.GraphMemoryResource"] = "gm",
   ["cuda.Array"] = "arr", ["cuda.TextureObject"] = "tex", ["cuda.SurfaceObject"] = "surf",
-  ["cuda.TensorMap"] = "tm",
+  ["cuda.TensorMap"] = "tm", ["cuda.HostRegistration"] = "reg",
 }
 
 -- The fields of a cuda.Error, set by src/driver.c and the compilers.

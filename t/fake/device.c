@@ -82,6 +82,10 @@ static const struct { CUresult r; const char *name, *text; } errors[] = {
    "invalid resource type"},
   {CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
    "invalid resource configuration"},
+  {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+   "part or all of the requested memory range is already mapped"},
+  {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+   "pointer does not correspond to a registered memory region"},
   {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 

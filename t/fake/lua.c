@@ -69,6 +69,21 @@ static int context_usable(lua_State *L)
   return 1;
 }
 
+/* fakecuda.host_registered(address): the flags, base and size of the
+ * registration (cuMemHostRegister) holding it, or nothing */
+static int host_registered(lua_State *L)
+{
+  unsigned flags;
+  uintptr_t base;
+  size_t size;
+  if (!fake_host_registered((uintptr_t)luaL_checkinteger(L, 1), &flags, &base, &size))
+    return 0;
+  lua_pushinteger(L, flags);
+  lua_pushinteger(L, (lua_Integer)base);
+  lua_pushinteger(L, (lua_Integer)size);
+  return 3;
+}
+
 /* fakecuda.texture(handle): {filter_mode, address_mode = {x, y, z},
  * flags, max_anisotropy, border_color = {r, g, b, a}, resource = "array" |
  * "linear" | "pitch2d", width, height, pitch, size, format, channels,
@@ -147,6 +162,7 @@ int luaopen_fakecuda(lua_State *L)
   static const luaL_Reg functions[] = {
     {"fail", fail}, {"reset", reset}, {"calls", calls}, {"live", live}, {"names", names},
     {"context_usable", context_usable}, {"texture", texture},
+    {"host_registered", host_registered},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);
