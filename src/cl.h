@@ -49,6 +49,7 @@ typedef struct cl_Device {
   int cooperative_launch;
   int concurrent_managed_access;
   int memory_pools;
+  int pageable_memory_access;   /* kernels reach pageable host memory (HMM, ATS) */
   char name[256];
 } cl_Device;
 

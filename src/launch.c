@@ -234,14 +234,18 @@ static void inaccessible_error(lua_State *L, cl_Kernel *k, int n, const cl_Memor
 }
 
 /* A buffer's memory (or a view's, or a tensor map's) must be open and
- * usable on device d. */
+ * usable on device d. Pageable host memory is, where the device reaches
+ * the process's page tables (pageable_memory_access: HMM or ATS), as
+ * CUDA's systemWideAtomics sample uses it; elsewhere a kernel would fault. */
 static void check_memory(lua_State *L, cl_Kernel *k, int n, cl_Buffer *b, cl_Device *d)
 {
   if (!cl_buffer_is_open(b))
     arg_error(L, k, n, "%s", "the cuda.Buffer is closed", 0);
-  if (b->mr->kind == CL_MR_HOST)
-    arg_error(L, k, n, "%s", "pageable host memory cannot be passed to a kernel; "
-                             "use pinned, managed or device memory", 0);
+  if (b->mr->kind == CL_MR_HOST && !d->pageable_memory_access)
+    arg_error(L, k, n, "%s", lua_pushfstring(L, "pageable host memory cannot be passed to a "
+              "kernel on device %d, which cannot reach it (pageable_memory_access = 0: no HMM "
+              "or ATS); use pinned, managed or device memory, or register it mapped "
+              "(cuda.register_host)", d->ordinal), 0);
   if (!cl_mr_accessible_from(b->mr, d))
     inaccessible_error(L, k, n, b->mr, d);
 }

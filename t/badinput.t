@@ -227,7 +227,10 @@ drow("view copy_to: size mismatch", "f.v:copy_to(f.pinned:allocate(8))", "sizes 
 drow("view copy_from: a number", "f.v:copy_from(5)", "cuda%.Buffer or cuda%.View expected")
 drow("view copy_from: closed view", "local b = f.pinned:allocate(64); local v = b:view('float32'); b:close(); f.v:copy_from(v)", "closed")
 drow("launch: a closed view", "local b = f.pinned:allocate(64); local v = b:view('float32'); b:close(); cuda.launch(f.s, f.cfg, f.k, v, cuda.f32(1), cuda.f32(1), cuda.u64(1))", "closed")
-drow("launch: a pageable view", "cuda.launch(f.s, f.cfg, f.k, cuda.HostMemoryResource():allocate(64):view('float32'), cuda.f32(1), cuda.f32(1), cuda.u64(1))", "pageable")
+-- a device that reaches pageable memory (HMM, ATS) takes it: the row is for the others
+if not (cuda.is_available() and cuda.Device(0).properties.pageable_memory_access == 1) then
+  drow("launch: a pageable view", "cuda.launch(f.s, f.cfg, f.k, cuda.HostMemoryResource():allocate(64):view('float32'), cuda.f32(1), cuda.f32(1), cuda.u64(1))", "pageable")
+end
 -- copy_batch
 drow("copy_batch: a number list", "cuda.copy_batch(f.s, 5)", "table expected")
 drow("copy_batch: no stream", "cuda.copy_batch(nil, {})", "cuda%.Stream expected")

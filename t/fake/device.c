@@ -3,7 +3,8 @@
  *
  * FAKECUDA_DEVICES (default 1) devices, each a "Fake CUDA Device" of compute
  * capability 9.0 with H100-like attributes, so scripts size their work the
- * way they would on a real GPU. */
+ * way they would on a real GPU. They reach pageable host memory
+ * (pageable_memory_access) only with FAKECUDA_PAGEABLE_MEMORY_ACCESS=1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,8 @@ static int attribute(CUdevice_attribute a)
   case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x18;
   case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: return 0;   /* one host NUMA node: 0 */
   case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: return 0;
+  case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:   /* FAKECUDA_PAGEABLE_MEMORY_ACCESS=1: HMM */
+    return getenv("FAKECUDA_PAGEABLE_MEMORY_ACCESS") && atoi(getenv("FAKECUDA_PAGEABLE_MEMORY_ACCESS")) == 1;
   default: return 1;   /* every capability flag: supported */
   }
 }
