@@ -4,6 +4,8 @@
  *   local arr <close> = cuda.Array{format = "float32", channels = 1,
  *                                  width = w, height = h}
  *   arr:copy_from(buf, s);  arr:copy_to(buf, s)   -- cuMemcpy3DAsync
+ *   local cube = cuda.Array{width = n, height = n, cubemap = true}   -- 6 faces
+ *   cube:copy_from(face_buf, s, {face = 2})       -- one face (and layer)
  *
  * An array's layout is the driver's (opaque, tiled): the only way in or out
  * is a copy, between the whole array and a buffer of exactly arr.size bytes
@@ -66,11 +68,25 @@ static int packed_size(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned elem, size_t *
   return 1;
 }
 
-/* cuda.Array{format, channels, width, height, depth, layered, surface} */
+/* A cubemap's rules, which the driver checks only with a generic error:
+ * six square faces (depth 6, its default), or with layered = true six
+ * faces a layer (depth a multiple of 6). */
+static void check_cubemap(lua_State *L, CUDA_ARRAY3D_DESCRIPTOR *d, int layered)
+{
+  luaL_argcheck(L, d->Height == d->Width, 1,
+                "a cubemap's faces are square: height must equal width");
+  if (!layered && d->Depth == 0)
+    d->Depth = 6;
+  luaL_argcheck(L, layered || d->Depth == 6, 1, "a cubemap has depth 6 (its faces)");
+  luaL_argcheck(L, !layered || (d->Depth >= 6 && d->Depth % 6 == 0), 1,
+                "a layered cubemap's depth must be a multiple of 6 (6 faces a layer)");
+}
+
+/* cuda.Array{format, channels, width, height, depth, layered, surface, cubemap} */
 static int cuda_array(lua_State *L)
 {
   static const char *const options[] = {
-    "format", "channels", "width", "height", "depth", "layered", "surface", NULL
+    "format", "channels", "width", "height", "depth", "layered", "surface", "cubemap", NULL
   };
   const lua_Integer extent = (lua_Integer)1 << 30;
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -89,7 +105,11 @@ static int cuda_array(lua_State *L)
   d.Depth = (size_t)cl_opt_integer_range(L, 1, "depth", 0, 0, extent);
   int layered = cl_opt_boolean(L, 1, "layered", 0);
   int surface = cl_opt_boolean(L, 1, "surface", 0);
-  d.Flags = (layered ? CUDA_ARRAY3D_LAYERED : 0) | (surface ? CUDA_ARRAY3D_SURFACE_LDST : 0);
+  int cubemap = cl_opt_boolean(L, 1, "cubemap", 0);
+  d.Flags = (layered ? CUDA_ARRAY3D_LAYERED : 0) | (surface ? CUDA_ARRAY3D_SURFACE_LDST : 0) |
+            (cubemap ? CUDA_ARRAY3D_CUBEMAP : 0);
+  if (cubemap)
+    check_cubemap(L, &d, layered);
   luaL_argcheck(L, !layered || d.Depth > 0, 1, "a layered array needs depth (its layer count) >= 1");
   luaL_argcheck(L, layered || d.Depth == 0 || d.Height > 0, 1,
                 "a 3-D array needs height >= 1 (or layered = true for 1-D layers)");
@@ -168,18 +188,57 @@ static void set_linear(CUDA_MEMCPY3D *c, int dst, const cl_Buffer *b, const cl_A
   }
 }
 
-/* arr:copy_from(buf, s) and arr:copy_to(buf, s): the whole array, ordered
- * on s (a stream of the array's device). Nothing here runs Lua before the
- * driver call but the raising checks. */
+/* The slices (depth indices) a copy's options pick: {layer = l} of a
+ * layered array (its 6 faces in a layered cubemap), {face = f} of a
+ * cubemap ({face = f, layer = l} in a layered one); all of them without
+ * options. face and layer were read as 0 when absent. */
+static void pick_slices(lua_State *L, const cl_Array *a, lua_Integer face, lua_Integer layer,
+                        size_t *first, size_t *count)
+{
+  const int cubemap = (a->desc.Flags & CUDA_ARRAY3D_CUBEMAP) != 0;
+  const int layered = (a->desc.Flags & CUDA_ARRAY3D_LAYERED) != 0;
+  const size_t per_layer = cubemap && layered ? 6 : 1;
+  const size_t depth = a->desc.Depth ? a->desc.Depth : 1;
+  *first = 0;
+  *count = depth;
+  if (face == 0 && layer == 0)
+    return;
+  if (face && !cubemap)
+    luaL_argerror(L, 4, "field 'face' is for a cubemap array");
+  if (layer && !layered)
+    luaL_argerror(L, 4, "field 'layer' is for a layered array");
+  if (face && layered && !layer)
+    luaL_argerror(L, 4, "a face of a layered cubemap needs its layer too");
+  if (layer && (size_t)layer > depth / per_layer)
+    luaL_argerror(L, 4, lua_pushfstring(L, "field 'layer' must be <= %I (the array's layers)",
+                                        (lua_Integer)(depth / per_layer)));
+  *first = (layer ? (size_t)layer - 1 : 0) * per_layer + (face ? (size_t)face - 1 : 0);
+  *count = face ? 1 : per_layer;
+}
+
+/* arr:copy_from(buf, s [, {face, layer}]) and arr:copy_to(...): the whole
+ * array, or the faces or layers the options pick, ordered on s (a stream
+ * of the array's device). Nothing here runs Lua between the checks and
+ * the driver call. */
 static int array_copy(lua_State *L, int to_buffer)
 {
-  cl_check_nargs(L, 3);
+  static const char *const options[] = {"face", "layer", NULL};
+  cl_check_nargs(L, 4);
+  luaL_checkudata(L, 1, CL_ARRAY);
+  cl_check_options(L, 4, options);
+  lua_Integer face = cl_opt_integer_range(L, 4, "face", 0, 1, 6);
+  lua_Integer layer = cl_opt_integer_range(L, 4, "layer", 0, 1, (lua_Integer)1 << 30);
+  lua_settop(L, 4);
   cl_Array *a = cl_check_array(L, 1);
   cl_Buffer *b = cl_check_buffer(L, 2);
   cl_Stream *s = cl_check_stream(L, 3);
-  if (b->size != a->size)
-    return luaL_error(L, "cannot copy between a cuda.Array of %I bytes and a buffer of %I bytes: "
-                      "sizes must match", (lua_Integer)a->size, (lua_Integer)b->size);
+  size_t first, count;
+  pick_slices(L, a, face, layer, &first, &count);
+  const size_t depth = a->desc.Depth ? a->desc.Depth : 1, bytes = a->size / depth * count;
+  if (b->size != bytes)
+    return luaL_error(L, "cannot copy between %s of %I bytes and a buffer of %I bytes: "
+                      "sizes must match", count == depth ? "a cuda.Array" : "the array's slices",
+                      (lua_Integer)bytes, (lua_Integer)b->size);
   if (a->dev != s->dev)
     return luaL_error(L, "the array is on device %d, the stream on device %d", a->dev->ordinal,
                       s->dev->ordinal);
@@ -192,13 +251,15 @@ static int array_copy(lua_State *L, int to_buffer)
   if (to_buffer) {
     c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
     c.srcArray = a->handle;
+    c.srcZ = first;
   } else {
     c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
     c.dstArray = a->handle;
+    c.dstZ = first;
   }
   c.WidthInBytes = a->desc.Width * a->desc.NumChannels * a->elem_size;
   c.Height = a->desc.Height ? a->desc.Height : 1;
-  c.Depth = a->desc.Depth ? a->desc.Depth : 1;
+  c.Depth = count;
   cl_device_activate(L, s->dev);
   CL_TRY(L, cuMemcpy3DAsync, (&c, s->handle));
   if (s->capture)
@@ -238,6 +299,8 @@ static int array_fields(lua_State *L)
     lua_pushboolean(L, (a->desc.Flags & CUDA_ARRAY3D_LAYERED) != 0);
   else if (strcmp(key, "surface") == 0)
     lua_pushboolean(L, (a->desc.Flags & CUDA_ARRAY3D_SURFACE_LDST) != 0);
+  else if (strcmp(key, "cubemap") == 0)
+    lua_pushboolean(L, (a->desc.Flags & CUDA_ARRAY3D_CUBEMAP) != 0);
   else if (strcmp(key, "device") == 0)
     lua_getiuservalue(L, 1, 1);
   else

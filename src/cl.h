@@ -50,6 +50,7 @@ typedef struct cl_Device {
   int cooperative_launch;
   int concurrent_managed_access;
   int memory_pools;
+  int pageable_memory_access;   /* kernels reach pageable host memory (HMM, ATS) */
   char name[256];
 } cl_Device;
 
@@ -331,9 +332,10 @@ int cl_check_array_format(lua_State *L, int idx, const char *field, unsigned *si
 int cl_graph_user(lua_State *L, int i, int delta);
 /* cuda.launch's hook: 1 and the 8-byte handle in *slot for an open texture
  * or surface object (metatable mt, userdata ud), -1 for a closed one (its
- * type name in *tname), 0 for any other value. Runs no Lua. */
+ * type name in *tname, the device whose context made it in *dev), 0 for
+ * any other value. Runs no Lua. */
 int cl_object_arg(lua_State *L, const void *mt, const void *ud, uint64_t *slot,
-                  const char **tname);
+                  const char **tname, cl_Device **dev);
 
 /* --- element types and typed scalars (dtype.c) --------------------------- */
 
@@ -673,6 +675,7 @@ void cl_open_vmm(lua_State *L);
 void cl_open_tensormap(lua_State *L);
 /* cuda.StridedMemoryView, cuda.from_dlpack, v:to_dlpack (view_foreign.c, dlpack.c) */
 void cl_open_foreign(lua_State *L);
+void cl_open_host_register(lua_State *L);
 /* cuda.launch's hook (tensormap.c): for a cuda.TensorMap (metatable mt,
  * userdata ud) its 128-byte descriptor, and in *buf the buffer it encodes
  * (NULL when the map is closed); NULL for any other value. Runs no Lua

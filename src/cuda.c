@@ -60,5 +60,6 @@ int luaopen_cuda(lua_State *L)
   cl_open_tensormap(L);
   cl_open_nvml(L);
   cl_open_foreign(L);
+  cl_open_host_register(L);
   return 1;
 }

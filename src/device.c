@@ -40,6 +40,7 @@ static void device_init(lua_State *L, cl_Device *d, int ordinal)
   d->cooperative_launch = attribute(L, d, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
   d->concurrent_managed_access = attribute(L, d, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
   d->memory_pools = attribute(L, d, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+  d->pageable_memory_access = attribute(L, d, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS);
 }
 
 cl_Device *cl_push_device(lua_State *L, int ordinal)

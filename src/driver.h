@@ -63,7 +63,8 @@
   X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)          \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)      \
   X(cuMemSetAccess)                                                         \
-  X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuTensorMapReplaceAddress)
+  X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuTensorMapReplaceAddress) \
+  X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemHostGetDevicePointer)
 
 /* Entry points whose prototype in cuda.h is older than the newest ABI the
  * driver has under that name: asked for at the version of the header's

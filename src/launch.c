@@ -234,14 +234,18 @@ static void inaccessible_error(lua_State *L, cl_Kernel *k, int n, const cl_Memor
 }
 
 /* A buffer's memory (or a view's, or a tensor map's) must be open and
- * usable on device d. */
+ * usable on device d. Pageable host memory is, where the device reaches
+ * the process's page tables (pageable_memory_access: HMM or ATS), as
+ * CUDA's systemWideAtomics sample uses it; elsewhere a kernel would fault. */
 static void check_memory(lua_State *L, cl_Kernel *k, int n, cl_Buffer *b, cl_Device *d)
 {
   if (!cl_buffer_is_open(b))
     arg_error(L, k, n, "the %s", cl_buffer_closed_why(b), 0);   /* closed, or a moved slice */
-  if (b->mr->kind == CL_MR_HOST)
-    arg_error(L, k, n, "%s", "pageable host memory cannot be passed to a kernel; "
-                             "use pinned, managed or device memory", 0);
+  if (b->mr->kind == CL_MR_HOST && !d->pageable_memory_access)
+    arg_error(L, k, n, "%s", lua_pushfstring(L, "pageable host memory cannot be passed to a "
+              "kernel on device %d, which cannot reach it (pageable_memory_access = 0: no HMM "
+              "or ATS); use pinned, managed or device memory, or register it mapped "
+              "(cuda.register_host)", d->ordinal), 0);
   if (!cl_mr_accessible_from(b->mr, d))
     inaccessible_error(L, k, n, b->mr, d);
 }
@@ -383,11 +387,31 @@ static void store_float(lua_State *L, cl_Kernel *k, int i, int n, Num v, uint64_
   memcpy(slot, &f, 4);
 }
 
+/* A texture or surface object (obj from cl_object_arg): open, passed as
+ * its 8-byte handle, and made on the launch's device d: a handle is an
+ * index into the tables of the context that made it, so on another device
+ * it names another texture or none. */
+static void check_object(lua_State *L, cl_Kernel *k, int n, int size, int obj, const char *tname,
+                         const cl_Device *made, const cl_Device *d)
+{
+  if (obj < 0)
+    arg_error(L, k, n, "the %s is closed", tname, 0);
+  if (size != 8)
+    arg_error(L, k, n, "a %s passes 8 bytes (the parameter is %d bytes)", tname, size);
+  if (made != d)
+    arg_error(L, k, n, "%s", lua_pushfstring(L, "the %s was made on device %d, the launch runs on "
+                                             "device %d: make it there", tname, made->ordinal,
+                                             d->ordinal), 0);
+}
+
 /* A number or a typed scalar for an integer or floating parameter. */
-static void pack_typed_number(lua_State *L, cl_Kernel *k, int i, int n, const void *mt,
-                              uint64_t *slot)
+static void pack_typed_number(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d,
+                              const void *mt, uint64_t *slot)
 {
   Num v = {NUM_INT, 0, 0, 0};
+  const char *tname;
+  cl_Device *made;
+  int obj;
   if (lua_isinteger(L, i))
     v.i = lua_tointeger(L, i);
   else if (lua_type(L, i) == LUA_TNUMBER)
@@ -400,9 +424,10 @@ static void pack_typed_number(lua_State *L, cl_Kernel *k, int i, int n, const vo
                   "size and kind (integer or floating)");
     v = scalar_num(sc);
   } else if (k->param_size[n - 1] == 8 && k->param_kind[n - 1] != CL_ARG_FLOAT && mt != NULL &&
-             cl_object_arg(L, mt, lua_touserdata(L, i), slot, &(const char *){NULL}) > 0)
+             (obj = cl_object_arg(L, mt, lua_touserdata(L, i), slot, &tname, &made)) != 0) {
+    check_object(L, k, n, 8, obj, tname, made, d);
     return;                     /* a texture or surface object: its handle (cudaTextureObject_t) */
-  else
+  } else
     typed_error(L, k, i, n, "%s for %s parameter, which takes a number or a typed scalar");
   *slot = 0;
   if (k->param_kind[n - 1] == CL_ARG_FLOAT)
@@ -462,6 +487,7 @@ static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device 
   const char *tname;
   const void *desc;
   cl_Buffer *tb;
+  cl_Device *made;
   int obj;
   if (type == LUA_TNUMBER)
     pack_number(L, k, i, n, size, slot);
@@ -480,11 +506,9 @@ static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device 
     memcpy(slot, sc->v.bytes, 8);
   } else if (pack_view(L, k, i, n, size, d, slot))
     ;                           /* before the types found by registry lookups: views are common */
-  else if ((obj = mt ? cl_object_arg(L, mt, lua_touserdata(L, i), slot, &tname) : 0) != 0) {
-    if (obj < 0 || size != 8)   /* a texture or surface object: its 8-byte handle */
-      arg_error(L, k, n, obj < 0 ? "the %s is closed" : "a %s passes 8 bytes (the parameter is %d bytes)",
-                tname, size);
-  } else if (mt && (desc = cl_tensormap_arg(L, mt, lua_touserdata(L, i), &tb)) != NULL)
+  else if ((obj = mt ? cl_object_arg(L, mt, lua_touserdata(L, i), slot, &tname, &made) : 0) != 0)
+    check_object(L, k, n, size, obj, tname, made, d);
+  else if (mt && (desc = cl_tensormap_arg(L, mt, lua_touserdata(L, i), &tb)) != NULL)
     return pack_tensormap(L, k, n, size, desc, tb, d);
   else
     arg_error(L, k, n, "got %s; expected a cuda.Buffer, a typed scalar, a number or "
@@ -510,7 +534,7 @@ static const void *pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_De
     *slot = (uint64_t)lua_toboolean(L, i);
     return slot;
   default:
-    pack_typed_number(L, k, i, n, mt, slot);
+    pack_typed_number(L, k, i, n, d, mt, slot);
     return slot;
   }
 }

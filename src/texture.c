@@ -20,6 +20,7 @@ typedef struct Object {
   int surface;                  /* a cuda.SurfaceObject, else a cuda.TextureObject */
   unsigned long long handle;    /* CUtexObject or CUsurfObject */
   void *source;                 /* the cl_Array or cl_Buffer (owner) it counts in */
+  cl_Device *dev;               /* whose context made it: its handle means nothing elsewhere */
   int source_is_array;
   int users;                    /* live graphs whose kernels use it: close defers the destroy */
 } Object;
@@ -183,8 +184,10 @@ static cl_Device *check_source(lua_State *L, CUDA_RESOURCE_DESC *r, size_t pitch
   if (!cl_mr_device_accessible(b->mr))
     luaL_argerror(L, 1, "pageable host memory cannot back a texture");
   if (r->resType == CU_RESOURCE_TYPE_PITCH2D) {
-    const size_t h = r->res.pitch2D.height;
-    if (h > 0 && (pitch * (h - 1) + r->res.pitch2D.width * elem) > b->size)
+    /* pitch * (height - 1) + the last row must fit: pitch (< 2^40) times
+     * height (< 2^30) can pass 2^64, so it is compared by division */
+    const size_t h = r->res.pitch2D.height, row = r->res.pitch2D.width * elem;
+    if (row > b->size || h - 1 > (b->size - row) / pitch)
       luaL_argerror(L, 1, "the buffer is smaller than the texture's pitch * height");
     r->res.pitch2D.devPtr = b->ptr;
   } else {
@@ -250,6 +253,7 @@ static int cuda_texture_object(lua_State *L)
   cl_device_activate(L, d);
   CL_TRY(L, cuTexObjectCreate, ((CUtexObject *)&o->handle, &r, &t, NULL));
   o->closed = 0;
+  o->dev = d;
   hold_source(L, o);
   return 1;
 }
@@ -270,6 +274,7 @@ static int cuda_surface_object(lua_State *L)
   cl_device_activate(L, a->dev);
   CL_TRY(L, cuSurfObjectCreate, ((CUsurfObject *)&o->handle, &r));
   o->closed = 0;
+  o->dev = a->dev;
   o->source = a;
   o->source_is_array = 1;
   hold_source(L, o);
@@ -347,7 +352,8 @@ static int object_tostring(lua_State *L, int surface)
   Object *o = luaL_checkudata(L, 1, type_names[surface]);
   if (o->closed)
     return cl_push_closed_name(L, type_names[surface]);
-  lua_pushfstring(L, "%s(0x%p)", type_names[surface], (void *)(uintptr_t)o->handle);
+  lua_pushfstring(L, "%s(handle %I, device %d)", type_names[surface], (lua_Integer)o->handle,
+                  o->dev->ordinal);
   return 1;
 }
 
@@ -360,11 +366,12 @@ static int surface_gc(lua_State *L) { lua_settop(L, 1); return object_close(L, 1
 static int surface_fields(lua_State *L) { return object_fields(L, 1); }
 static int surface_tostring(lua_State *L) { return object_tostring(L, 1); }
 
-/* cuda.launch's hook (launch.c): 1 and the handle in *slot for an open
- * texture or surface, -1 for a closed one, 0 for any other value. The
- * registry is a plain table and the names are interned: no Lua runs. */
+/* cuda.launch's hook (launch.c): 1 and the handle in *slot (the device
+ * that made it in *dev) for an open texture or surface, -1 for a closed
+ * one, 0 for any other value. The registry is a plain table and the names
+ * are interned: no Lua runs. */
 int cl_object_arg(lua_State *L, const void *mt, const void *ud, uint64_t *slot,
-                  const char **tname)
+                  const char **tname, cl_Device **dev)
 {
   for (int k = 0; k < 2; k++) {
     lua_getfield(L, LUA_REGISTRYINDEX, type_names[k]);
@@ -374,6 +381,7 @@ int cl_object_arg(lua_State *L, const void *mt, const void *ud, uint64_t *slot,
       const Object *o = ud;
       *tname = type_names[k];
       *slot = o->handle;
+      *dev = o->dev;
       return o->closed ? -1 : 1;
     }
   }

@@ -133,10 +133,18 @@ t.raises(function() cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1}, kern,
          "closed", "a closed view to a kernel")
 t.raises(function() cv:copy_to(pinned:allocate(16), s) end, "closed", "copying a closed view")
 t.like(tostring(cv), "closed", "tostring of a closed device view")
--- pageable memory cannot go to a kernel through a view either
+-- pageable memory cannot go to a kernel through a view either, unless the
+-- device reaches it (pageable_memory_access: HMM or ATS)
 local pv = host:allocate(16):view("float32")
-t.raises(function() cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1}, kern, pv, cuda.f32(1), cuda.f32(1), cuda.u64(1)) end,
-         "pageable", "a pageable view to a kernel")
+if dev.properties.pageable_memory_access == 1 then
+  pv:fill(2)
+  cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1}, kern, pv, cuda.f32(3), cuda.f32(1), cuda.u64(1))
+  s:sync()
+  t.is(pv[1], 7, "a pageable view to a kernel on a device that reaches it")
+else
+  t.raises(function() cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 1}, kern, pv, cuda.f32(1), cuda.f32(1), cuda.u64(1)) end,
+           "pageable", "a pageable view to a kernel")
+end
 -- a managed view is both
 local mb = cuda.ManagedMemoryResource():allocate(64)
 local mview = mb:view("int32", {4, 4})

@@ -81,6 +81,7 @@ local RECEIVERS = {
   ["cuda.IpcExport"] = "exp", ["cuda.IpcPoolHandle"] = "h", ["cuda.GraphMemoryResource"] = "gm",
   ["cuda.Array"] = "arr", ["cuda.TextureObject"] = "tex", ["cuda.SurfaceObject"] = "surf",
   ["cuda.TensorMap"] = "tm", ["cuda.system.Device"] = "nd", ["cuda.GraphDefinition"] = "def",
+  ["cuda.HostRegistration"] = "reg",
 }
 
 -- The fields of a cuda.Error, set by src/driver.c and the compilers.

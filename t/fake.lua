@@ -21,12 +21,13 @@ function M.env(extra)
 end
 
 -- In the parent: run this file again under the fake and exit as it does.
--- In the child: return the cuda and fakecuda modules.
-function M.start()
+-- In the child: return the cuda and fakecuda modules. extra: more
+-- environment assignments for the child ("FAKECUDA_DEVICES=2 ").
+function M.start(extra)
   local so = os.getenv("CUDALUA_FAKE_LIBCUDA")
   if not so or not io.open(so) then t.skip_all("no fake driver (CUDALUA_FAKE_LIBCUDA: run by make check)") end
   if os.getenv("CUDALUA_LIBCUDA") ~= so then
-    local _, _, code = os.execute(M.env() .. t.cudalua() .. " " .. quote(arg[0]))
+    local _, _, code = os.execute(M.env(extra) .. t.cudalua() .. " " .. quote(arg[0]))
     os.exit(code)
   end
   return require "cuda", require "fakecuda"

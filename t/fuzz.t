@@ -281,6 +281,32 @@ local actions = {
       cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 32}, tex_kernel, x, b, cuda.u64(4), cuda.u64(b.size // 4)) end end,
   function() local x = pick("texture"); if x then return x.handle, x.source, tostring(x) end end,
   function() local a = pick("array"); if a then return a.size, a.format, a.device, tostring(a) end end,
+  -- cubemaps (issue 29): plausible and extreme shapes, copies of a face or
+  -- a layer with any options, textures over them
+  function() local n = math.random(1, 8); add("array", cuda.Array{width = n, height = n,
+      depth = ({0, 6, 12, 7, any()})[math.random(5)], layered = math.random(2) == 1, cubemap = true,
+      surface = math.random(2) == 1}) end,
+  function() add("array", cuda.Array{width = any(), height = any(), depth = any(), cubemap = any(),
+                                     layered = any()}) end,
+  function() local a, b = pick("array"), pick("buffer"); if a and b then
+      local opts = ({{face = math.random(0, 7)}, {layer = math.random(0, 3)},
+                     {face = math.random(1, 6), layer = math.random(1, 2)}, {face = any(), layer = any()}, any()})[math.random(5)]
+      if math.random(2) == 1 then a:copy_from(b, pick("stream"), opts) else a:copy_to(b, pick("stream"), opts) end end end,
+  function() local a = pick("array"); if a then return a.cubemap, a.layered, a.depth end end,
+  -- host registrations (issue 29): pageable buffers, their slices and
+  -- views, strings, any value, with any options; the buffer closed under
+  -- its registration, kernels on the mapped pointer, closes in any order
+  function() local b = add("hbuf", cuda.HostMemoryResource():allocate(math.random(1, 64) * 4))
+      add("buffer", b) end,
+  function() local b = pick("hbuf"); if b then
+      local target = ({b, b:slice(0, 4), b:view("uint8"), "fuzz" .. math.random(99), any()})[math.random(5)]
+      add("hostreg", cuda.register_host(target, math.random(3) == 1 and any() or nil,
+        math.random(3) > 1 and {mapped = math.random(2) == 1, portable = math.random(2) == 1,
+                                read_only = math.random(4) == 1 or nil} or any())) end end,
+  function() close(pick("hostreg")) end,
+  function() local r = pick("hostreg"); if r then return r.ptr, r.size, r.device_ptr, r.source, tostring(r) end end,
+  function() local r, b, s = pick("hostreg"), pick("buffer"), pick("stream"); if r and b and s and r.device_ptr and not r.read_only then   -- never into a string
+      cuda.launch(s, cuda.LaunchConfig{grid = 1, block = 32}, tex_kernel, cuda.u64(0), r.device_ptr, cuda.u64(1), cuda.u64(1)) end end,
   function() return dev.graph_mem_used, dev.graph_mem_reserved_high, dev:trim_graph_memory() end,
   -- tensor maps (issue 21): encoded over any buffer or view with plausible
   -- and extreme options, repointed, launched by value, closed in any order

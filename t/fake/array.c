@@ -49,10 +49,16 @@ CUresult fake_cuArray3DCreate(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
     return CUDA_ERROR_INVALID_VALUE;
   size_t elem = format_size(d->Format) * d->NumChannels;
   int layered = (d->Flags & CUDA_ARRAY3D_LAYERED) != 0;
+  int cubemap = (d->Flags & CUDA_ARRAY3D_CUBEMAP) != 0;
   if (elem == 0 || d->NumChannels == 3 || d->NumChannels > 4 || d->Width == 0 ||
       d->Width > 65536 || d->Height > 65536 || d->Depth > 4096 ||
-      (d->Flags & ~(unsigned)(CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST)) ||
+      (d->Flags & ~(unsigned)(CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST |
+                              CUDA_ARRAY3D_CUBEMAP)) ||
       (layered && d->Depth == 0) || (!layered && d->Depth > 0 && d->Height == 0))
+    return CUDA_ERROR_INVALID_VALUE;
+  /* a cubemap: six square faces, six a layer when layered; its faces are
+   * slices, laid out as a 3-D array's */
+  if (cubemap && (d->Width != d->Height || (layered ? d->Depth % 6 : d->Depth != 6)))
     return CUDA_ERROR_INVALID_VALUE;
   size_t rows = (d->Height ? d->Height : 1) * (d->Depth ? d->Depth : 1);
   CUarray a = calloc(1, sizeof *a);
@@ -289,6 +295,15 @@ void *fake_object_data(unsigned long long h, int surface, size_t *bytes, size_t 
     *bytes = *pitch * o->res.res.pitch2D.height;
     return (void *)(uintptr_t)o->res.res.pitch2D.devPtr;
   }
+}
+
+/* fakecuda.texture(handle)'s array fields: the array a live one reads */
+int fake_array_desc(CUarray a, CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+  if (!array_valid(a))
+    return 0;
+  *d = a->d;
+  return 1;
 }
 
 /* fakecuda.texture(handle): what the texture was made with (lua.c) */

@@ -3,7 +3,8 @@
  *
  * FAKECUDA_DEVICES (default 1) devices, each a "Fake CUDA Device" of compute
  * capability 9.0 with H100-like attributes, so scripts size their work the
- * way they would on a real GPU. */
+ * way they would on a real GPU. They reach pageable host memory
+ * (pageable_memory_access) only with FAKECUDA_PAGEABLE_MEMORY_ACCESS=1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,10 @@ static const struct { CUresult r; const char *name, *text; } errors[] = {
    "invalid resource configuration"},
   {CUDA_ERROR_OPERATING_SYSTEM, "CUDA_ERROR_OPERATING_SYSTEM",
    "OS call failed or operation not supported on this OS"},
+  {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+   "part or all of the requested memory range is already mapped"},
+  {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+   "pointer does not correspond to a registered memory region"},
   {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -179,6 +184,8 @@ static int attribute(CUdevice_attribute a)
   case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x18;
   case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: return 0;   /* one host NUMA node: 0 */
   case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: return 0;
+  case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:   /* FAKECUDA_PAGEABLE_MEMORY_ACCESS=1: HMM */
+    return getenv("FAKECUDA_PAGEABLE_MEMORY_ACCESS") && atoi(getenv("FAKECUDA_PAGEABLE_MEMORY_ACCESS")) == 1;
   default: return 1;   /* every capability flag: supported */
   }
 }

@@ -23,7 +23,7 @@
 
 /* What the live-object counters track, for leak checks from Lua. */
 enum fake_Kind { FAKE_ALLOC, FAKE_STREAM, FAKE_EVENT, FAKE_LIBRARY, FAKE_GRAPH, FAKE_POOL,
-                 FAKE_GREEN, FAKE_ARRAY, FAKE_TEXTURE, FAKE_VMM, FAKE_NKINDS };
+                 FAKE_GREEN, FAKE_ARRAY, FAKE_TEXTURE, FAKE_VMM, FAKE_HOSTREG, FAKE_NKINDS };
 extern const char *const fake_kind_names[FAKE_NKINDS];
 extern long fake_live[FAKE_NKINDS];
 
@@ -167,6 +167,9 @@ CUresult fake_kernel_item(struct fake_Work *w, CUfunction fn, const unsigned gri
  * fake_texture_desc: what a texture was made with (0 for no texture). */
 void *fake_object_data(unsigned long long h, int surface, size_t *bytes, size_t *pitch);
 int fake_texture_desc(unsigned long long h, CUDA_RESOURCE_DESC *r, CUDA_TEXTURE_DESC *t);
+int fake_array_desc(CUarray a, CUDA_ARRAY3D_DESCRIPTOR *d);
+/* hostreg.c: the registration holding address a (0 for none) */
+int fake_host_registered(uintptr_t a, unsigned *flags, uintptr_t *base, size_t *size);   /* 0 for no live array */
 
 /* entry.c: the i-th entry point's name, NULL past the last */
 const char *fake_entry_name(size_t i);

@@ -71,9 +71,25 @@ static int context_usable(lua_State *L)
   return 1;
 }
 
+/* fakecuda.host_registered(address): the flags, base and size of the
+ * registration (cuMemHostRegister) holding it, or nothing */
+static int host_registered(lua_State *L)
+{
+  unsigned flags;
+  uintptr_t base;
+  size_t size;
+  if (!fake_host_registered((uintptr_t)luaL_checkinteger(L, 1), &flags, &base, &size))
+    return 0;
+  lua_pushinteger(L, flags);
+  lua_pushinteger(L, (lua_Integer)base);
+  lua_pushinteger(L, (lua_Integer)size);
+  return 3;
+}
+
 /* fakecuda.texture(handle): {filter_mode, address_mode = {x, y, z},
  * flags, max_anisotropy, border_color = {r, g, b, a}, resource = "array" |
- * "linear" | "pitch2d", width, height, pitch, size, format, channels}, or
+ * "linear" | "pitch2d", width, height, pitch, size, format, channels,
+ * array_flags and depth of an array's}, or
  * nil for a handle that is no live texture */
 static int texture(lua_State *L)
 {
@@ -103,6 +119,13 @@ static int texture(lua_State *L)
   static const char *const types[] = {"array", "mipmap", "linear", "pitch2d"};
   lua_pushstring(L, types[r.resType & 3]);
   lua_setfield(L, -2, "resource");
+  CUDA_ARRAY3D_DESCRIPTOR ad;
+  if (r.resType == CU_RESOURCE_TYPE_ARRAY && fake_array_desc(r.res.array.hArray, &ad)) {
+    lua_pushinteger(L, ad.Flags);     /* the array's: CUDA_ARRAY3D_CUBEMAP, ... */
+    lua_setfield(L, -2, "array_flags");
+    lua_pushinteger(L, (lua_Integer)ad.Depth);
+    lua_setfield(L, -2, "depth");
+  }
   if (r.resType == CU_RESOURCE_TYPE_LINEAR) {
     lua_pushinteger(L, (lua_Integer)r.res.linear.sizeInBytes);
     lua_setfield(L, -2, "size");
@@ -228,7 +251,7 @@ int luaopen_fakecuda(lua_State *L)
     {"fail", fail}, {"reset", reset}, {"calls", calls}, {"live", live}, {"names", names},
     {"context_usable", context_usable}, {"texture", texture}, {"last_batch", last_batch},
     {"last_advise", last_advise}, {"last_mem_create", last_mem_create},
-    {"vmm_log", vmm_log},
+    {"vmm_log", vmm_log}, {"host_registered", host_registered},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);
