@@ -16,7 +16,7 @@ if os.getenv("FAKE_SUITES") then
   suites = {}
   for name in os.getenv("FAKE_SUITES"):gmatch("%S+") do suites[#suites + 1] = name end
 end
-t.plan(56 + #suites)
+t.plan(57 + #suites)
 
 -- the GPU suites, whole, under the fake; what only a GPU can show may fail:
 -- work still running when the host looks (the fake runs it at issue time),
@@ -121,6 +121,27 @@ t.is(k:occupancy(256), 8, "occupancy: 2048 threads per SM")
 t.is(#k.params, 4, "param info from the cubin")
 g:close(); d:close(); host:close(); s:close(); k = nil
 t.is(fake.live(fakecuda), base, "nothing is left: graph, buffers, stream, library")
+
+-- issue 27: the fake emulates a kernel by its name and its parameters'
+-- sizes; a user's scale_and_bias(float *, size_t, float, float) is no
+-- emulated kernel (read as the bundled one, its n was a 4 GB float pair)
+do
+  local code <close> = cuda.Program([[
+extern "C" __global__ void scale_and_bias(float *x, unsigned long long n, float a, float b) {}
+extern "C" __global__ void mpi_reduce_sum_float32(float *acc, const float *in, unsigned n) {}]],
+    "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
+  local ks <close> = dev:create_stream()
+  local buf <close> = cuda.PinnedMemoryResource():allocate(1024)
+  local v = buf:view("float32")
+  for i = 1, #v do v[i] = math.random() end
+  local before = v:to_table()
+  cuda.launch(ks, cfg, code:get_kernel("scale_and_bias"), buf, cuda.u64(256), cuda.f32(2), cuda.f32(1))
+  cuda.launch(ks, cfg, code:get_kernel("mpi_reduce_sum_float32"), buf, buf, cuda.u32(256))
+  ks:sync()
+  local same = true
+  for i = 1, #v do same = same and v[i] == before[i] end
+  t.ok(same and #v == 256, "a user kernel named as an emulated one with other parameters changes nothing")
+end
 
 -- explicit graphs: every node kind, replayed in insertion order
 local function floats(buf) return buf:view("float32") end
