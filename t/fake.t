@@ -16,7 +16,7 @@ if os.getenv("FAKE_SUITES") then
   suites = {}
   for name in os.getenv("FAKE_SUITES"):gmatch("%S+") do suites[#suites + 1] = name end
 end
-t.plan(57 + #suites)
+t.plan(58 + #suites)
 
 -- the GPU suites, whole, under the fake; what only a GPU can show may fail:
 -- work still running when the host looks (the fake runs it at issue time),
@@ -271,6 +271,37 @@ do
   s:close()
   collectgarbage(); collectgarbage()
   t.is(fake.live(fakecuda), before, "closing the capturing stream lets its capture go: nothing left")
+end
+
+-- issue 27: every pool is released at exit, whatever order the finalizers
+-- run in (newest first): a graph builder made before the pool is finalized
+-- after it, and its buffer's pool leaked. FAKECUDA_EXIT_REPORT has the fake
+-- report what is live once the state closed.
+do
+  local script = [[
+local cuda = require "cuda"
+local dev = cuda.Device(0)
+local s = dev:create_stream()
+local first, b, pool = arg[1]
+if first == "builder" then b = cuda.Graph(dev) end
+pool = cuda.DeviceMemoryResource(dev)
+if first ~= "builder" then b = cuda.Graph(dev) end
+local buf = pool:allocate(256, s)
+b:memset(nil, buf, 0)
+if arg[2] == "closed" then buf:close(s) end
+local e = cuda.DeviceMemoryResource(dev, {ipc = true}):allocate(64, s):ipc_export()
+]]
+  local path = os.tmpname()
+  t.write_file(path, script)
+  local reports = {}
+  for _, order in ipairs{"pool open", "builder open", "builder closed", "pool closed"} do
+    local code, _, err = t.run(fake.env("FAKECUDA_EXIT_REPORT=1 ") .. cudalua .. " " .. path .. " " .. order)
+    local pools = err:match("fakecuda at exit:.* pools=(%d+)")
+    reports[#reports + 1] = order .. ": " .. (code == 0 and pools and "pools=" .. pools or err)
+  end
+  os.remove(path)
+  t.is(table.concat(reports, "; "), "pool open: pools=0; builder open: pools=0; builder closed: pools=0; pool closed: pools=0",
+       "no pool is live at exit, in any order of finalizers")
 end
 
 t.raises(function() fakecuda.fail("cuNothing") end, "no entry point 'cuNothing'", "fail: unknown names")
