@@ -14,7 +14,7 @@
 
 const char *const fake_kind_names[FAKE_NKINDS] = {
   "allocations", "streams", "events", "libraries", "graphs", "pools", "contexts",
-  "arrays", "textures", "virtual"
+  "arrays", "textures", "virtual", "graph_allocations"
 };
 long fake_live[FAKE_NKINDS];
 
