@@ -79,10 +79,10 @@ t.raises(function() again:close(s) end, "after a launch of the graph", "a free b
 again:close()
 t.ok(true, "close() without a stream: closed for Lua, no crash")
 
--- collection of an unfreed buffer, and the graph still runs once
+-- a buffer the program dropped: the graph keeps it, and runs once
 local g3 = capture(3, 0, false)
 collectgarbage(); collectgarbage()
-check(g3, 3, 0, "the buffer collected: the graph's allocation still works")
+check(g3, 3, 0, "the buffer dropped: the graph's allocation still works")
 
 -- an update cannot move a graph's allocation to another
 local u1, u2 = capture(1, 1, true), capture(2, 2, true)
