@@ -227,6 +227,8 @@ typedef struct cl_Buffer {
   int graph_refs;               /* live graphs using it (or its slices): close defers the free */
   unsigned moves;               /* an owner: times buf:grow moved it (vmm.c); a slice, a view, a
                                  * tensor map: that count when it was made (it holds the address) */
+  int graph_alloc;              /* graph memory: its allocation's state (graph_memory.c) */
+  const void *graph_capture;    /* graph memory: the capture (cuda.GraphRefs) that allocated it */
 } cl_Buffer;
 
 /* A buffer or slice that is open, and whose owner is open. */
@@ -792,6 +794,14 @@ void cl_open_graph_def(lua_State *L);
  * while s is captured, else a free after the graph's launch; with no
  * stream, for Lua only. Raises only when given a stream. */
 int cl_graph_memory_close(lua_State *L, cl_Buffer *b, cl_Stream *s);
+/* Whether the capture refs (a cuda.GraphRefs at hi) allocated graph memory
+ * that the program frees (no free node): launches of its graph then go
+ * through cl_graph_memory_launch (check = 1, before cuGraphLaunch: raises
+ * when that memory is not free to allocate again; check = 0, after it:
+ * the buffers own the new allocation, freed on s at si). Run no Lua
+ * except the raise. */
+int cl_graph_memory_left(lua_State *L, int hi);
+void cl_graph_memory_launch(lua_State *L, int hi, int si, int check);
 void cl_open_graph_memory(lua_State *L);
 
 /* Stream options (non_blocking, priority) at opts for d: the priority,

@@ -27,6 +27,7 @@ typedef struct Graph {
   cl_Device *dev;
   int owns_graph;               /* captured: destroyed with the executable */
   void *green;                  /* captured on a green context's stream: that context */
+  int program_frees;            /* it allocates graph memory that the program frees */
 } Graph;                        /* user values: 1 the device, 2 what its nodes use,
                                  * 3 the green context, 4 what the graphs it was
                                  * updated from use (a cuda.GraphRefs) */
@@ -317,6 +318,8 @@ void cl_graph_instantiate(lua_State *L, int gi, CUgraph graph, int owns_graph, i
   if (refs) {
     lua_pushvalue(L, refs);
     lua_setiuservalue(L, gi, 2);
+    if (owns_graph)             /* a capture's refs (a builder makes no graph memory) */
+      g->program_frees = cl_graph_memory_left(L, refs);
   }
 }
 
@@ -445,12 +448,19 @@ static int graph_launch(lua_State *L)
   Graph *g = cl_fast_check(L, 1, CL_UV_GRAPH, CL_GRAPH);
   cl_Stream *s = cl_fast_check(L, 2, CL_UV_STREAM, CL_STREAM);
   activate_for(L, g, s);
+  if (g->program_frees) {       /* graph memory: each launch's is the program's to free */
+    lua_settop(L, 2);
+    lua_getiuservalue(L, 1, 2);
+    cl_graph_memory_launch(L, 3, 2, 1);
+  }
   CUresult r = CL_CALL(cuGraphLaunch, (g->exec, s->handle));
   if (r == CUDA_ERROR_INVALID_VALUE)   /* the driver's answer to an unfreed graph allocation */
     cl_raise_detail(L, r, "cuGraphLaunch", "a graph that allocates memory (cuda.GraphMemoryResource) "
                     "runs again only once that memory is freed: buf:close(stream) after the "
                     "launch, or in the graph");
   cl_check(L, r, "cuGraphLaunch");
+  if (g->program_frees)
+    cl_graph_memory_launch(L, 3, 2, 0);
   if (s->capture)
     cl_capture_keep(L, s, 2, 1, 1);
   return 0;

@@ -8,14 +8,22 @@
  *   tmp:close(s)                     -- a free node: freed in the graph
  *   local g = s:end_capture()
  *
- * The memory is the graph's: it exists from a launch of the graph to its
- * free, which is a node of the graph (close(s) while s is captured) or a
- * stream-ordered free after a launch (close(s) on a stream that is not
- * captured). A graph whose allocation is not freed cannot be launched
- * again (the driver refuses the launch). close() without a stream and the
- * collection of the buffer close it for Lua only: no free is issued (one
- * outside the graph before its launch would be refused, and a finalizer
- * cannot tell), so the memory stays with the graph.
+ * The memory exists from a launch of the graph to its free, which is a
+ * node of the graph (close(s) while s is captured) or, for an allocation
+ * the graph leaves to the program, a stream-ordered free after a launch
+ * (close(s) on a stream that is not captured).
+ *
+ * Such an allocation is the buffer's, one launch at a time (its state is
+ * in buf.graph_alloc, and the graph keeps the buffer): the graph's launch
+ * makes it LIVE, and the program frees it. The driver refuses a launch
+ * while it is live; cudalua refuses it first, saying to close the buffer
+ * on a stream. Once the buffer is closed, the graph cannot be launched
+ * again: no buffer would own what the launch allocates, so nothing could
+ * free it. A launch is refused then too, saying to free the memory in the
+ * graph or capture the work again. close() without a stream and the
+ * collection of the buffer free a live allocation on the stream of its
+ * launch; before a launch they close the buffer for Lua only (a free
+ * outside the graph before its launch would be refused).
  *
  * Buffers are ordinary cuda.Buffers of a resource of kind "device" marked
  * graph_memory: their close comes here (buffer.c), and graphs that use
@@ -26,6 +34,14 @@
 #include "cl.h"
 
 #define CL_GRAPHMR "cuda.GraphMemoryResource"
+
+/* A graph-memory buffer's allocation (cl_Buffer.graph_alloc). */
+enum {
+  GA_CAPTURED,                  /* an allocation node, not launched since the program freed it */
+  GA_LIVE,                      /* a launch allocated it: the program frees it */
+  GA_FREED,                     /* the program freed it: no launch may allocate it again */
+  GA_IN_GRAPH                   /* a free node of a graph frees it */
+};
 
 /* cuda.GraphMemoryResource([device]) */
 static int cuda_graph_mr(lua_State *L)
@@ -79,6 +95,7 @@ static int graph_mr_allocate(lua_State *L)
   luaL_checkudata(L, 3, CL_STREAM);
   cl_Buffer *b = cl_push_buffer(L, 0, 0, 1, NULL, 3);
   b->closed = 1;                /* until allocated */
+  cl_gc_hold(L);                /* the capture keeps the buffer: a table insert after the checks */
   cl_MemoryResource *mr = check_graph_mr(L, 1);
   cl_Stream *s = cl_check_stream(L, 3);
   luaL_argcheck(L, n > 0 && (lua_Unsigned)n <= SIZE_MAX, 2, "the size must be at least 1 byte");
@@ -93,9 +110,14 @@ static int graph_mr_allocate(lua_State *L)
   b->ptr = p;
   b->size = (size_t)n;
   b->stream = s;
+  b->graph_alloc = GA_CAPTURED;
+  b->graph_capture = s->capture;
   b->closed = 0;
   mr->live_bytes += b->size;
   mr->live_buffers++;
+  if (s->capture)               /* its graph keeps it: the buffer owns what the graph allocates */
+    cl_capture_keep(L, s, 3, 4, 4);
+  lua_pushvalue(L, 4);
   return 1;
 }
 
@@ -106,9 +128,27 @@ static void count_out(cl_Buffer *b)
   b->mr->live_buffers--;
 }
 
+/* A live allocation whose buffer closes without a stream (or is
+ * collected): freed on the stream of its launch, else the legacy
+ * stream. Never raises: it runs in finalizers. */
+static void free_live(cl_Buffer *b)
+{
+  CUcontext was = cl_current_ctx, ctx = b->mr->dev->ctx;
+  if (ctx && ctx != was && CL_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS)
+    return;                     /* no live context: nothing to free it in */
+  CUstream on = b->stream && !b->stream->closed ? b->stream->handle : NULL;
+  CL_CALL(cuMemFreeAsync, (b->ptr, on));
+  if (ctx && ctx != was)
+    CL_CALL(cuCtxSetCurrent, (was));
+}
+
 int cl_graph_memory_close(lua_State *L, cl_Buffer *b, cl_Stream *s)
 {
-  if (s == NULL) {              /* for Lua only: the memory stays with the graph */
+  if (s == NULL) {              /* before a launch, for Lua only: the memory stays with the graph */
+    if (b->graph_alloc == GA_LIVE) {
+      free_live(b);
+      b->graph_alloc = GA_FREED;
+    }
     count_out(b);
     return 0;
   }
@@ -120,8 +160,65 @@ int cl_graph_memory_close(lua_State *L, cl_Buffer *b, cl_Stream *s)
                            "once, after a launch of the graph that allocated it");
   if (r != CUDA_SUCCESS)
     return cl_raise(L, r, "cuMemFreeAsync");
+  b->graph_alloc = in_graph ? GA_IN_GRAPH : GA_FREED;
   count_out(b);
   return 0;
+}
+
+int cl_graph_memory_left(lua_State *L, int hi)
+{
+  const void *capture = lua_touserdata(L, hi);
+  int left = 0;
+  if (lua_getiuservalue(L, hi, 1) != LUA_TTABLE) {   /* the set: raw reads only */
+    lua_pop(L, 1);
+    return 0;
+  }
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pop(L, 1);
+    cl_Buffer *b = luaL_testudata(L, -1, CL_BUFFER);
+    if (b && b->mr->graph_memory && b->graph_capture == capture && b->graph_alloc != GA_IN_GRAPH)
+      left = 1;
+  }
+  lua_pop(L, 1);
+  return left;
+}
+
+/* Why the buffer b's allocation cannot be made again, or NULL. */
+static const char *not_free_to_allocate(const cl_Buffer *b)
+{
+  if (b->graph_alloc == GA_LIVE)
+    return "is still allocated by its last launch: free it first, buf:close(stream) "
+           "after that launch";
+  if (b->closed)
+    return "was left to the program, and its buffer is closed: no buffer would own what "
+           "a launch allocates. Free it in the graph (buf:close(stream) while capturing) "
+           "to launch the graph again and again, or capture the work again";
+  return NULL;
+}
+
+void cl_graph_memory_launch(lua_State *L, int hi, int si, int check)
+{
+  const void *capture = lua_touserdata(L, hi);
+  cl_Stream *s = lua_touserdata(L, si);
+  lua_getiuservalue(L, hi, 1);  /* the set: raw reads only */
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pop(L, 1);
+    cl_Buffer *b = luaL_testudata(L, -1, CL_BUFFER);
+    if (!b || !b->mr->graph_memory || b->graph_capture != capture || b->graph_alloc == GA_IN_GRAPH)
+      continue;
+    const char *why = check ? not_free_to_allocate(b) : NULL;
+    if (why)
+      luaL_error(L, "launch: graph memory of %I bytes %s", (lua_Integer)b->size, why);
+    if (!check) {               /* the buffer frees it on the stream of this launch */
+      b->graph_alloc = GA_LIVE;
+      b->stream = s;
+      lua_pushvalue(L, si);
+      lua_setiuservalue(L, -2, 2);
+    }
+  }
+  lua_pop(L, 1);
 }
 
 static int graph_mr_close(lua_State *L)

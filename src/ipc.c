@@ -187,10 +187,25 @@ static int export_tostring(lua_State *L)
   return 1;
 }
 
+/* The bytes mapped from p on, as the driver says (cuMemGetAddressRange):
+ * 0 when it cannot say. */
+static size_t mapped_bytes(CUdeviceptr p)
+{
+  CUdeviceptr base = 0;
+  size_t range = 0;
+  if (CL_CALL(cuMemGetAddressRange, (&base, &range, p)) != CUDA_SUCCESS || p < base ||
+      p - base >= range)
+    return 0;
+  return range - (size_t)(p - base);
+}
+
 /* cuda.ipc_open(handle, size [, dev | pool]) -> Buffer: the allocation of
  * size bytes another process exported, mapped for dev (peer access
  * enabled as needed), or, for pool memory, imported through that process's
- * pool opened here (cuda.ipc_pool_open); buf:close() unmaps it. */
+ * pool opened here (cuda.ipc_pool_open); buf:close() unmaps it. The
+ * handle does not say the size: the driver's range of what it mapped does,
+ * and a larger size is refused (the mapping closed first); a smaller one
+ * is a buffer over the allocation's first size bytes. */
 static int cuda_ipc_open(lua_State *L)
 {
   size_t len = 0;
@@ -218,10 +233,16 @@ static int cuda_ipc_open(lua_State *L)
     CL_TRY(L, cuMemPoolImportPointer, (&p, mr->pool, (CUmemPoolPtrExportData *)h));
   else
     CL_TRY(L, cuIpcOpenMemHandle, (&p, *(CUipcMemHandle *)h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-  b->ptr = p;
-  b->closed = 0;
   mr->live_bytes += (size_t)size;
   mr->live_buffers++;
+  size_t mapped = mapped_bytes(p);
+  if (mapped < (size_t)size) {  /* given back as the buffer's close would, then told */
+    cl_mr_release(mr, p, (size_t)size, NULL, 0);
+    return luaL_argerror(L, 2, lua_pushfstring(L, "size %I is past the %I bytes the %s maps", size,
+                                               (lua_Integer)mapped, pooled ? "imported pointer" : "handle"));
+  }
+  b->ptr = p;
+  b->closed = 0;
   return 1;
 }
 

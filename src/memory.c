@@ -671,12 +671,17 @@ static int mr_close(lua_State *L)
 
 /* Finalizer. Buffers keep their resource alive, so the collector finds none
  * open here; a resource that still has open buffers is being finalized by
- * hand (getmetatable(mr).__gc(mr)), and keeps its memory for them. The
- * driver owns a device's default pool: it is never closed. */
+ * hand (getmetatable(mr).__gc(mr)), and keeps its memory for them. Buffers
+ * closed for Lua that a graph (or an export, or a pending MPI request)
+ * still holds do not keep it open: a graph made before the resource is
+ * finalized after it (finalizers run newest first, at exit and in one
+ * cycle alike), and the pool then goes with that graph's last buffer
+ * (close_pending), as after mr:close(). The driver owns a device's
+ * default pool: it is never closed. */
 static int mr_gc(lua_State *L)
 {
   cl_MemoryResource *mr = luaL_checkudata(L, 1, CL_MR);
-  if (mr->closed || mr->live_buffers > 0 || is_default_pool(mr))
+  if (mr->closed || mr->live_buffers > mr->graph_held || is_default_pool(mr))
     return 0;
   return mr_close(L);
 }

@@ -318,6 +318,10 @@ drow("graph memory: a float size", "cuda.GraphMemoryResource(f.dev):allocate(1.5
 drow("graph memory: closed stream", "cuda.GraphMemoryResource(f.dev):allocate(16, f.closed_s)", "cuda%.Stream is closed")
 drow("graph memory: closed resource", "local gm = cuda.GraphMemoryResource(f.dev); gm:close(); gm:allocate(16, f.s)", "cuda%.GraphMemoryResource is closed")
 drow("graph memory: free before the graph ran", "local gm = cuda.GraphMemoryResource(f.dev); f.s:begin_capture(); local b = gm:allocate(16, f.s); f.s:end_capture(); b:close(f.s)", "after a launch of the graph")
+-- issue 27: a graph whose memory the program frees runs once per buffer
+drow("graph memory: relaunch before the free", "local gm = cuda.GraphMemoryResource(f.dev); f.s:begin_capture(); local b = gm:allocate(16, f.s); local g = f.s:end_capture(); g:launch(f.s); g:launch(f.s)", "still allocated by its last launch: free it first")
+drow("graph memory: relaunch after the program freed it", "local gm = cuda.GraphMemoryResource(f.dev); f.s:begin_capture(); local b = gm:allocate(16, f.s); local g = f.s:end_capture(); g:launch(f.s); b:close(f.s); g:launch(f.s)", "its buffer is closed: no buffer would own")
+drow("graph memory: relaunch after close() for Lua", "local gm = cuda.GraphMemoryResource(f.dev); f.s:begin_capture(); local b = gm:allocate(16, f.s); local g = f.s:end_capture(); b:close(); g:launch(f.s)", "capture the work again")
 drow("update_kernel on a captured graph", "f.s:begin_capture(); local g = f.s:end_capture(); g:update_kernel(nil, f.cfg, f.k)", "captured")
 drow("builder memset: 256", "f.b:memset(nil, f.buf, 256)", "a byte is 0 to 255")
 drow("builder memset: a string buffer", "f.b:memset(nil, 'x', 0)", "cuda%.Buffer expected")

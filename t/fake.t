@@ -16,7 +16,7 @@ if os.getenv("FAKE_SUITES") then
   suites = {}
   for name in os.getenv("FAKE_SUITES"):gmatch("%S+") do suites[#suites + 1] = name end
 end
-t.plan(56 + #suites)
+t.plan(58 + #suites)
 
 -- the GPU suites, whole, under the fake; what only a GPU can show may fail:
 -- work still running when the host looks (the fake runs it at issue time),
@@ -121,6 +121,27 @@ t.is(k:occupancy(256), 8, "occupancy: 2048 threads per SM")
 t.is(#k.params, 4, "param info from the cubin")
 g:close(); d:close(); host:close(); s:close(); k = nil
 t.is(fake.live(fakecuda), base, "nothing is left: graph, buffers, stream, library")
+
+-- issue 27: the fake emulates a kernel by its name and its parameters'
+-- sizes; a user's scale_and_bias(float *, size_t, float, float) is no
+-- emulated kernel (read as the bundled one, its n was a 4 GB float pair)
+do
+  local code <close> = cuda.Program([[
+extern "C" __global__ void scale_and_bias(float *x, unsigned long long n, float a, float b) {}
+extern "C" __global__ void mpi_reduce_sum_float32(float *acc, const float *in, unsigned n) {}]],
+    "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
+  local ks <close> = dev:create_stream()
+  local buf <close> = cuda.PinnedMemoryResource():allocate(1024)
+  local v = buf:view("float32")
+  for i = 1, #v do v[i] = math.random() end
+  local before = v:to_table()
+  cuda.launch(ks, cfg, code:get_kernel("scale_and_bias"), buf, cuda.u64(256), cuda.f32(2), cuda.f32(1))
+  cuda.launch(ks, cfg, code:get_kernel("mpi_reduce_sum_float32"), buf, buf, cuda.u32(256))
+  ks:sync()
+  local same = true
+  for i = 1, #v do same = same and v[i] == before[i] end
+  t.ok(same and #v == 256, "a user kernel named as an emulated one with other parameters changes nothing")
+end
 
 -- explicit graphs: every node kind, replayed in insertion order
 local function floats(buf) return buf:view("float32") end
@@ -250,6 +271,37 @@ do
   s:close()
   collectgarbage(); collectgarbage()
   t.is(fake.live(fakecuda), before, "closing the capturing stream lets its capture go: nothing left")
+end
+
+-- issue 27: every pool is released at exit, whatever order the finalizers
+-- run in (newest first): a graph builder made before the pool is finalized
+-- after it, and its buffer's pool leaked. FAKECUDA_EXIT_REPORT has the fake
+-- report what is live once the state closed.
+do
+  local script = [[
+local cuda = require "cuda"
+local dev = cuda.Device(0)
+local s = dev:create_stream()
+local first, b, pool = arg[1]
+if first == "builder" then b = cuda.Graph(dev) end
+pool = cuda.DeviceMemoryResource(dev)
+if first ~= "builder" then b = cuda.Graph(dev) end
+local buf = pool:allocate(256, s)
+b:memset(nil, buf, 0)
+if arg[2] == "closed" then buf:close(s) end
+local e = cuda.DeviceMemoryResource(dev, {ipc = true}):allocate(64, s):ipc_export()
+]]
+  local path = os.tmpname()
+  t.write_file(path, script)
+  local reports = {}
+  for _, order in ipairs{"pool open", "builder open", "builder closed", "pool closed"} do
+    local code, _, err = t.run(fake.env("FAKECUDA_EXIT_REPORT=1 ") .. cudalua .. " " .. path .. " " .. order)
+    local pools = err:match("fakecuda at exit:.* pools=(%d+)")
+    reports[#reports + 1] = order .. ": " .. (code == 0 and pools and "pools=" .. pools or err)
+  end
+  os.remove(path)
+  t.is(table.concat(reports, "; "), "pool open: pools=0; builder open: pools=0; builder closed: pools=0; pool closed: pools=0",
+       "no pool is live at exit, in any order of finalizers")
 end
 
 t.raises(function() fakecuda.fail("cuNothing") end, "no entry point 'cuNothing'", "fail: unknown names")

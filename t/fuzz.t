@@ -384,6 +384,17 @@ local actions = {
       if how == 2 then add("gbuf", b) end end end,
   function() local b, s = pick("gbuf"), pick("stream"); if b then
       if math.random(2) == 1 then b:close(s) else b:close() end end end,
+  function() local s = pick("stream"); if s then   -- issue 27: memory the program frees, relaunched
+      local gm = cuda.GraphMemoryResource(dev)
+      s:begin_capture()
+      local b = gm:allocate(math.random(1, 4096), s)
+      b:fill(cuda.u8(1), s)
+      local g = s:end_capture()
+      for _ = 1, math.random(0, 4) do
+        local r = math.random(4)
+        if r == 1 then g:launch(s) elseif r == 2 then b:close(pick("stream") or s) elseif r == 3 then b:close() else g:close() end
+      end
+      if math.random(2) == 1 then add("graph", g) end end end,
   function() local g, src = pick("graph"), pick(math.random(2) == 1 and "graph" or "builder"); if g and src then
       g:update(src) end end,
   function() local s, e = pick("stream"), pick("event"); if s and e then

@@ -45,21 +45,44 @@ check(g, 2, 1, "allocate, use, free in the graph: verified on the host")
 check(g, 2, 1, "and again: the graph frees what it allocates")
 g:close()
 
--- freed after the graph, on a stream: once per launch
+-- freed after the graph, on a stream: the buffer owns one launch's memory
+-- (issue 27: a relaunch after buf:close(s) allocated memory nothing freed)
+local function live() collectgarbage(); collectgarbage(); return fakecuda.live().graph_allocations end
 local g2, tmp2 = capture(-1, 3, false)
+t.is(live(), 0, "captured: nothing allocated yet")
 check(g2, -1, 3, "allocation left to free after the graph")
-t.raises(function() g2:launch(s) end, "runs again only once that memory is freed", "relaunch with the allocation unfreed: the driver refuses")
+t.is(live(), 1, "the launch allocated it")
+t.raises(function() g2:launch(s) end, "still allocated by its last launch: free it first, buf:close%(stream%)",
+         "relaunch with the allocation unfreed: refused, saying to free it")
 tmp2:close(s)
-check(g2, -1, 3, "freed after the launch: the graph runs again")
+s:sync()
+t.is(live(), 0, "buf:close(s) after the launch frees it")
+t.raises(function() g2:launch(s) end, "its buffer is closed: no buffer would own what a launch allocates. Free it in the graph",
+         "a relaunch after the program freed it: refused, saying how to relaunch")
+t.is(live(), 0, "and it allocated nothing")
+g2:close()
+t.is(live(), 0, "nothing left after the graph closed")
+-- close() without a stream, or collection, after a launch frees the memory
+local g4, tmp4 = capture(2, 2, false)
+check(g4, 2, 2, "another graph leaving its allocation to the program")
+tmp4:close()
+t.is(live(), 0, "close() without a stream after a launch frees it (on the launch's stream)")
+t.raises(function() g4:launch(s) end, "its buffer is closed", "and the graph is not launched again")
+g4:close()
+local g5 = capture(1, 2, false)
+check(g5, 1, 2, "a graph whose buffer the program dropped")
+t.is(live(), 1, "the graph keeps the buffer that owns its launch's memory")
+g5:close(); g5 = nil
+t.is(live(), 0, "collected with the graph: freed")
 local again = select(2, capture(1, 0, false))
 t.raises(function() again:close(s) end, "after a launch of the graph", "a free before the graph ran is refused with the reason")
 again:close()
 t.ok(true, "close() without a stream: closed for Lua, no crash")
 
--- collection of an unfreed buffer, and the graph still runs once
+-- a buffer the program dropped: the graph keeps it, and runs once
 local g3 = capture(3, 0, false)
 collectgarbage(); collectgarbage()
-check(g3, 3, 0, "the buffer collected: the graph's allocation still works")
+check(g3, 3, 0, "the buffer dropped: the graph's allocation still works")
 
 -- an update cannot move a graph's allocation to another
 local u1, u2 = capture(1, 1, true), capture(2, 2, true)

@@ -67,6 +67,15 @@ mapped:close()
 print(mr.used)
 local ok, e = pcall(mr.allocate, mr, 8)
 print(ok, e)
+-- more than the allocation is refused, its mapping closed; less is a prefix
+local fakecuda = require "fakecuda"
+local allocs = fakecuda.live().allocations
+local big_ok, big_err = pcall(cuda.ipc_open, h, tonumber(arg[2]) * 256, dev)
+print(big_ok, big_err, fakecuda.live().allocations - allocs)
+local prefix = cuda.ipc_open(h, 1000, dev)
+print(prefix.size, prefix.memory_resource.used)
+prefix:close()
+print(fakecuda.live().allocations - allocs)
 ]]
 local path = os.tmpname()
 local f = assert(io.open(path, "w"))
@@ -82,6 +91,10 @@ for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
 t.is(lines[1], want .. "\t4096", "it read the exported slice, through a mapping of the whole allocation")
 t.is(lines[2], "0", "closing the mapping gives it back")
 t.like(lines[3] or "", "^false\t.*allocates nothing", "a mapped resource allocates nothing")
+t.like(lines[4] or "", "^false\t.*size 1048576 is past the 4096 bytes the handle maps%)\t0$",
+       "a size past the allocation is refused, its mapping closed (issue 27)")
+t.is(lines[5], "1000\t1000", "a smaller size is a buffer over the allocation's first bytes")
+t.is(lines[6], "0", "closing that prefix unmaps it")
 local back = host:allocate(4096)
 b:copy_to(back, s)
 s:sync()
@@ -135,6 +148,38 @@ t.like(tostring(h), "closed", "a handle closes, twice harmlessly")
 t.raises(function() cuda.ipc_pool_open(fd) end, "invalid argument", "its descriptor is closed with it")
 local h2 <close> = shared:ipc_pool_handle()
 t.raises(function() cuda.ipc_pool_open(h2.fd) end, "a pool of this process", "this process's own pool is refused")
+
+-- Another process imports the pool (its descriptor as the child's fd 3,
+-- through /proc: the fake's pool handles are files) and a pointer of it:
+-- a size past the allocation is refused and the import freed (issue 27).
+local pool_child = [[
+local cuda, fakecuda = require "cuda", require "fakecuda"
+local h = (arg[1]:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end))
+local pool = cuda.ipc_pool_open(3, cuda.Device(0))
+local allocs = fakecuda.live().allocations
+local ok, err = pcall(cuda.ipc_open, h, tonumber(arg[2]) + 1, pool)
+print(ok, err, fakecuda.live().allocations - allocs, pool.live_buffers)
+local b = cuda.ipc_open(h, 4096, pool)
+print(b.size, pool.live_buffers)
+b:close()
+print(fakecuda.live().allocations - allocs, pool.live_buffers)
+pool:close()
+]]
+local pid = assert(io.open("/proc/self/stat")):read("n")
+local ppath = os.tmpname()
+local pf = assert(io.open(ppath, "w"))
+pf:write(pool_child)
+pf:close()
+local pcode, pout, perr = t.run(("%s%s %s %s %d 3</proc/%d/fd/%d"):format(fake.env(), cudalua, ppath,
+  hex(sexp.handle), sexp.size, pid, h2.fd))
+os.remove(ppath)
+t.is(pcode, 0, "the importing process ran " .. (pcode ~= 0 and perr or ""))
+local plines = {}
+for line in pout:gmatch("[^\n]+") do plines[#plines + 1] = line end
+t.like(plines[1] or "", "^false\t.*size 8193 is past the 8192 bytes the imported pointer maps%)\t0\t0$",
+       "a size past an imported pointer's allocation is refused, the import freed")
+t.is(plines[2], "4096\t1", "a smaller size imports a prefix")
+t.is(plines[3], "0\t0", "closing it frees the import")
 local frees = fakecuda.calls("cuMemFreeAsync") + fakecuda.calls("cuMemFree")
 sb:close(s)
 t.is(fakecuda.calls("cuMemFreeAsync") + fakecuda.calls("cuMemFree") - frees, 0, "an exported pool buffer keeps its memory")

@@ -23,7 +23,7 @@
 
 /* What the live-object counters track, for leak checks from Lua. */
 enum fake_Kind { FAKE_ALLOC, FAKE_STREAM, FAKE_EVENT, FAKE_LIBRARY, FAKE_GRAPH, FAKE_POOL,
-                 FAKE_GREEN, FAKE_ARRAY, FAKE_TEXTURE, FAKE_VMM, FAKE_HOSTREG, FAKE_NKINDS };
+                 FAKE_GREEN, FAKE_ARRAY, FAKE_TEXTURE, FAKE_VMM, FAKE_HOSTREG, FAKE_GRAPHMEM, FAKE_NKINDS };
 extern const char *const fake_kind_names[FAKE_NKINDS];
 extern long fake_live[FAKE_NKINDS];
 

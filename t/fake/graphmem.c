@@ -10,7 +10,8 @@
  * free node or a cuMemFreeAsync after the launch unmaps it; a graph whose
  * allocation is still live cannot be launched again
  * (CUDA_ERROR_INVALID_VALUE, as the driver), and a free outside the graph
- * of memory that is not live is refused. */
+ * of memory that is not live is refused. Live graph allocations count as
+ * fakecuda.live().graph_allocations: one a launch left unfreed leaks. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -34,6 +35,12 @@ static struct fake_GraphAlloc *find(CUdeviceptr p)
 }
 
 int fake_graph_mem_owns(CUdeviceptr p) { return find(p) != NULL; }
+
+static void set_live(struct fake_GraphAlloc *a, int live)
+{
+  fake_live[FAKE_GRAPHMEM] += live - a->live;
+  a->live = live;
+}
 
 /* Outside a capture cudalua never calls it (it allocates from pools with
  * cuMemAllocFromPoolAsync): only the graph allocation is modelled. */
@@ -81,7 +88,7 @@ CUresult fake_graph_mem_free(CUdeviceptr p, CUstream s)
   }
   if (!a->live)
     return CUDA_ERROR_INVALID_VALUE;
-  a->live = 0;
+  set_live(a, 0);
   return CUDA_SUCCESS;
 }
 
@@ -94,6 +101,6 @@ CUresult fake_graph_mem_launch(const struct CUgraph_st *exec)
       return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; i < exec->n; i++)
     if (exec->work[i].kind == WORK_MEMALLOC || exec->work[i].kind == WORK_MEMFREE)
-      exec->work[i].u.gmem.a->live = exec->work[i].kind == WORK_MEMALLOC;
+      set_live(exec->work[i].u.gmem.a, exec->work[i].kind == WORK_MEMALLOC);
   return CUDA_SUCCESS;
 }

@@ -14,9 +14,23 @@
 
 const char *const fake_kind_names[FAKE_NKINDS] = {
   "allocations", "streams", "events", "libraries", "graphs", "pools", "contexts",
-  "arrays", "textures", "virtual", "host registrations"
+  "arrays", "textures", "virtual", "host registrations", "graph_allocations"
 };
 long fake_live[FAKE_NKINDS];
+
+/* FAKECUDA_EXIT_REPORT=1: the live objects left when the process exits,
+ * after the Lua state closed and every finalizer ran (a destructor runs
+ * after main returns), on stderr: "fakecuda at exit: pools=0 ...". A test
+ * sees there what finalizers run in some order failed to release. */
+__attribute__((destructor)) static void exit_report(void)
+{
+  if (!getenv("FAKECUDA_EXIT_REPORT"))
+    return;
+  fputs("fakecuda at exit:", stderr);
+  for (int k = 0; k < FAKE_NKINDS; k++)
+    fprintf(stderr, " %s=%ld", fake_kind_names[k], fake_live[k]);
+  fputc('\n', stderr);
+}
 
 struct Counter {
   const char *name;

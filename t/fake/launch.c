@@ -10,7 +10,8 @@
  * a pointer copies the buffer from its second parameter's offset on to
  * that pointer: the tests compare what cudalua packed, bit for bit, with
  * what a GPU kernel would have received. Other kernels without an
- * emulation run as no-ops. */
+ * emulation, and kernels of an emulated name whose parameter sizes differ,
+ * run as no-ops. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -118,12 +119,32 @@ static void surf_fill(Param *p)
   }
 }
 
-static const struct { const char *name; int nparams; void (*run)(Param *); } emulations[] = {
-  {"tex_fetch", 4, tex_fetch},
-  {"surf_fill", 4, surf_fill},
-  {"vector_scale", 4, vector_scale},
-  {"scale_and_bias", 4, scale_and_bias},
+/* An emulation runs only for a kernel of its name whose parameters have
+ * its sizes, in bytes, one digit each: a user's kernel of the same name
+ * with other parameters (scale_and_bias(float *, size_t, float, float))
+ * runs as a no-op, as other unknown kernels do, rather than reading its
+ * size as a pointer. */
+static const struct { const char *name; const char *sizes; void (*run)(Param *); } emulations[] = {
+  {"tex_fetch", "8888", tex_fetch},
+  {"surf_fill", "8488", surf_fill},
+  {"vector_scale", "8848", vector_scale},
+  {"scale_and_bias", "8448", scale_and_bias},
 };
+
+/* Whether fn's parameters have the sizes that sizes spells, and no more. */
+static int params_sized(CUfunction fn, const char *sizes)
+{
+  int n = fake_function_nparams(fn);
+  if (n < 0 || (size_t)n != strlen(sizes))
+    return 0;
+  for (int i = 0; i < n; i++) {
+    size_t offset = 0, size = 0;
+    if (fake_function_param(fn, (size_t)i, &offset, &size) != CUDA_SUCCESS ||
+        size != (size_t)(sizes[i] - '0'))
+      return 0;
+  }
+  return 1;
+}
 
 /* The buffer past the first parameter, to the address in the first. */
 static void echo_params(CUfunction fn, const unsigned char *args)
@@ -176,10 +197,10 @@ void fake_kernel_run(CUfunction fn, const unsigned char *args)
     if (fake_function_param(fn, (size_t)i, &offset, &size) == CUDA_SUCCESS)
       memcpy(params[i], args + offset, size < 8 ? size : 8);
   }
-  if (n == 3 && mpi_reduce(fake_function_name(fn), params))
+  if (params_sized(fn, "888") && mpi_reduce(fake_function_name(fn), params))
     return;
   for (size_t i = 0; i < sizeof emulations / sizeof emulations[0]; i++)
-    if (strcmp(fake_function_name(fn), emulations[i].name) == 0 && n == emulations[i].nparams)
+    if (strcmp(fake_function_name(fn), emulations[i].name) == 0 && params_sized(fn, emulations[i].sizes))
       emulations[i].run(params);
 }
 
