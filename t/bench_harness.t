@@ -208,27 +208,6 @@ t.like(out, "## timed\n\n### [^\n]*\n\n| Samples |", "the timer-mode benchmark (
 code, out, err = t.run(bench_cmd(dir .. "/blocked.lua", "--stopping-criterion sample_count"))
 t.is(code, 0, "without the timeout both run" .. err)
 
--- a batch queues every launch behind the blocker, BATCH_HELD at a time
--- (NVBench holds two and queues the rest while the GPU runs, so a short
--- kernel's batch measured the launcher): no launch while the stream runs
-t.write_file(dir .. "/held.lua", [[
-local bench = require "cuda.bench"
-local cuda = require "cuda"
-local measure = require "cuda.bench_measure"
-measure.BATCH_HELD = 3
-local held, free = 0, 0
-bench.register(function(state)
-  local h = measure.helpers(state.device)
-  state:exec(function() if h.flag_view[1] == 0 then held = held + 1 else free = free + 1 end end)
-  io.stderr:write(("HELD %d FREE %d\n"):format(held, free))
-end):set_name("held")
-]])
-code, out, err = t.run(bench_cmd(dir .. "/held.lua", "--stopping-criterion sample_count"))
-local held, free = err:match("HELD (%d+) FREE (%d+)")
-t.ok(code == 0 and tonumber(held) > 6 and tonumber(free) <= 2,
-  ("a batch's launches are queued while the blocker holds the stream, but for the two warm-ups (%s held, %s not)")
-  :format(held, free))
-
 -- without a driver: GPU benchmarks say why (exit 2); cpu-only ones still run
 local nodrv = ("cd '%s' && CUDALUA_LIBCUDA=/nonexistent %s bench '%s/scripts/bench_example.lua' --timeout 0.01 -q "):format(dir, cudalua, src)
 code, out, err = t.run(nodrv)

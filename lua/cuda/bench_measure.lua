@@ -9,7 +9,7 @@
 --           Stops when the criterion is met after min_samples, or at the
 --           timeout.
 -- batch:    the work queued many times back to back behind the blocking
---           kernel, in runs of BATCH_HELD, each timed; the batch grows until batch_target_time
+--           kernel, timed as one; the batch grows until batch_target_time
 --           of GPU time is covered (at least min_samples launches).
 -- cpu_only: host time of each call, with the same criterion.
 --
@@ -273,36 +273,8 @@ local function predict_batch(target, per_launch, least, fallback)
   return math.max(math.tointeger(n) or least, least)
 end
 
--- Launches held behind the blocker at a time. NVBench holds 2 and queues
--- the rest while the GPU runs, so a kernel shorter than a launch measures
--- the launcher (2^16-byte copy on the H200: 3.8 us cold, 5.0 us batched).
--- The blocker's timeout rules out the deadlock NVBench avoids that way, and
--- 256 launches stay well inside the driver's queue (about a thousand
--- entries; a fuller queue would block the host until the timeout).
-M.BATCH_HELD = 256
-
--- size launches of fn, in runs of at most BATCH_HELD queued behind the
--- blocker and then let go, each timed between start and stop: the GPU time
--- of kernels back to back, whatever a launch costs the host. Returns the
--- seconds of GPU time, or nil and true when the blocker timed out.
-local function held_batches(fn, launch, stream, block, start, stop, size)
-  local gpu, done = 0.0, 0
-  while done < size do
-    local run = block and math.min(size - done, M.BATCH_HELD) or size
-    if block then block.block() end
-    stream:record(start)
-    for _ = 1, run do fn(launch) end
-    if block then block.release() end
-    stream:record(stop)
-    stop:sync()
-    if block and block.timed_out() then return nil, true end
-    gpu, done = gpu + (stop - start) / 1000, done + run
-  end
-  return gpu
-end
-
 -- Queues fn(launch) batch-size times behind the blocker, as NVBench's hot
--- measurement does (held_batches). Returns {n (launches), total_gpu, walltime, timed_out}.
+-- measurement does. Returns {n (launches), total_gpu, walltime, timed_out}.
 function M.batch(fn, cfg)
   local dev, stream, launch, clock = cfg.dev, cfg.stream, cfg.launch, cfg.clock
   local start <close> = dev:create_event{timing = true}
@@ -323,12 +295,24 @@ function M.batch(fn, cfg)
   local result = {}
   while true do
     size = math.max(math.min(size, cap), 1)
-    local gpu, timed_out = held_batches(fn, launch, stream, block, start, stop, size)
-    if timed_out then
+    if block then
+      block.block()
+      stream:record(start)
+      local held = math.min(size, 2)
+      for _ = 1, held do fn(launch) end
+      block.release()
+      for _ = held + 1, size do fn(launch) end
+    else
+      stream:record(start)
+      for _ = 1, size do fn(launch) end
+    end
+    stream:record(stop)
+    stop:sync()
+    if block and block.timed_out() then
       result.timed_out = ("the blocking kernel timed out after %g s"):format(cfg.blocking_timeout or 30)
       break
     end
-    total, n = total + gpu, n + size
+    total, n = total + (stop - start) / 1000, n + size
     if total >= target and n >= min_samples then break end
     local wall = clock() - t0
     if wall > timeout then result.max_time_exceeded = true; break end
