@@ -72,8 +72,8 @@ def copy(state: bench.State):
     dev.set_current()
     kernel = kernels(dev).get_kernel(f"copy<{T}>")
     setup = dev.create_stream()
-    src = dev.memory_resource.allocate(nbytes, setup)
-    dst = dev.memory_resource.allocate(nbytes, setup)
+    src = dev.memory_resource.allocate(nbytes, stream=setup)
+    dst = dev.memory_resource.allocate(nbytes, stream=setup)
     setup.sync()
     block = 256
     grid = min((n + block - 1) // block, dev.properties.multiprocessor_count * 8)
@@ -88,8 +88,8 @@ def copy(state: bench.State):
         launch(core_stream(dev, launch_obj), config, kernel, src, dst, count)
 
     state.exec(run)
-    src.close(setup)
-    dst.close(setup)
+    src.close(stream=setup)
+    dst.close(stream=setup)
     setup.sync()
 
 
