@@ -14,7 +14,7 @@
  * (close(s) on a stream that is not captured).
  *
  * Such an allocation is the buffer's, one launch at a time (its state is
- * in buf.graph_alloc, and the graph keeps the buffer): the graph's launch
+ * in cl_Buffer.graph_alloc, and the graph keeps the buffer): the graph's launch
  * makes it LIVE, and the program frees it. The driver refuses a launch
  * while it is live; cudalua refuses it first, saying to close the buffer
  * on a stream. Once the buffer is closed, the graph cannot be launched
@@ -37,7 +37,7 @@
 
 /* A graph-memory buffer's allocation (cl_Buffer.graph_alloc). */
 enum {
-  GA_CAPTURED,                  /* an allocation node, not launched since the program freed it */
+  GA_CAPTURED,                  /* an allocation node its graph has not run yet */
   GA_LIVE,                      /* a launch allocated it: the program frees it */
   GA_FREED,                     /* the program freed it: no launch may allocate it again */
   GA_IN_GRAPH                   /* a free node of a graph frees it */
