@@ -797,9 +797,10 @@ int cl_graph_memory_close(lua_State *L, cl_Buffer *b, cl_Stream *s);
 /* Whether the capture refs (a cuda.GraphRefs at hi) allocated graph memory
  * that the program frees (no free node): launches of its graph then go
  * through cl_graph_memory_launch (check = 1, before cuGraphLaunch: raises
- * when that memory is not free to allocate again; check = 0, after it:
- * the buffers own the new allocation, freed on s at si). Run no Lua
- * except the raise. */
+ * when that memory is not free to allocate again; 2: the same, where the
+ * launch frees the last one's memory itself (auto_free_on_launch); 0,
+ * after it: the buffers own the new allocation, freed on s at si). Run no
+ * Lua except the raise. */
 int cl_graph_memory_left(lua_State *L, int hi);
 void cl_graph_memory_launch(lua_State *L, int hi, int si, int check);
 void cl_open_graph_memory(lua_State *L);

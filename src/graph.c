@@ -27,7 +27,8 @@ typedef struct Graph {
   cl_Device *dev;
   int owns_graph;               /* captured: destroyed with the executable */
   void *green;                  /* captured on a green context's stream: that context */
-  int program_frees;            /* it allocates graph memory that the program frees */
+  int program_frees;            /* it allocates graph memory that the program frees: 1, or
+                                 * 2 where each launch frees the last one's (auto_free_on_launch) */
 } Graph;                        /* user values: 1 the device, 2 what its nodes use,
                                  * 3 the green context, 4 what the graphs it was
                                  * updated from use (a cuda.GraphRefs) */
@@ -318,8 +319,8 @@ void cl_graph_instantiate(lua_State *L, int gi, CUgraph graph, int owns_graph, i
   if (refs) {
     lua_pushvalue(L, refs);
     lua_setiuservalue(L, gi, 2);
-    if (owns_graph)             /* a capture's refs (a builder makes no graph memory) */
-      g->program_frees = cl_graph_memory_left(L, refs);
+    if (owns_graph && cl_graph_memory_left(L, refs))   /* a capture's (a builder makes no graph memory) */
+      g->program_frees = flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH ? 2 : 1;
   }
 }
 
@@ -451,7 +452,7 @@ static int graph_launch(lua_State *L)
   if (g->program_frees) {       /* graph memory: each launch's is the program's to free */
     lua_settop(L, 2);
     lua_getiuservalue(L, 1, 2);
-    cl_graph_memory_launch(L, 3, 2, 1);
+    cl_graph_memory_launch(L, 3, 2, g->program_frees);
   }
   CUresult r = CL_CALL(cuGraphLaunch, (g->exec, s->handle));
   if (r == CUDA_ERROR_INVALID_VALUE)   /* the driver's answer to an unfreed graph allocation */

@@ -14,7 +14,7 @@
  * (close(s) on a stream that is not captured).
  *
  * Such an allocation is the buffer's, one launch at a time (its state is
- * in buf.graph_alloc, and the graph keeps the buffer): the graph's launch
+ * in cl_Buffer.graph_alloc, and the graph keeps the buffer): the graph's launch
  * makes it LIVE, and the program frees it. The driver refuses a launch
  * while it is live; cudalua refuses it first, saying to close the buffer
  * on a stream. Once the buffer is closed, the graph cannot be launched
@@ -37,7 +37,7 @@
 
 /* A graph-memory buffer's allocation (cl_Buffer.graph_alloc). */
 enum {
-  GA_CAPTURED,                  /* an allocation node, not launched since the program freed it */
+  GA_CAPTURED,                  /* an allocation node its graph has not run yet */
   GA_LIVE,                      /* a launch allocated it: the program frees it */
   GA_FREED,                     /* the program freed it: no launch may allocate it again */
   GA_IN_GRAPH                   /* a free node of a graph frees it */
@@ -184,10 +184,11 @@ int cl_graph_memory_left(lua_State *L, int hi)
   return left;
 }
 
-/* Why the buffer b's allocation cannot be made again, or NULL. */
-static const char *not_free_to_allocate(const cl_Buffer *b)
+/* Why the buffer b's allocation cannot be made again, or NULL; a launch
+ * that frees the last one's memory itself (auto_free) may run while it is live. */
+static const char *not_free_to_allocate(const cl_Buffer *b, int auto_free)
 {
-  if (b->graph_alloc == GA_LIVE)
+  if (b->graph_alloc == GA_LIVE && !auto_free)
     return "is still allocated by its last launch: free it first, buf:close(stream) "
            "after that launch";
   if (b->closed)
@@ -208,7 +209,7 @@ void cl_graph_memory_launch(lua_State *L, int hi, int si, int check)
     cl_Buffer *b = luaL_testudata(L, -1, CL_BUFFER);
     if (!b || !b->mr->graph_memory || b->graph_capture != capture || b->graph_alloc == GA_IN_GRAPH)
       continue;
-    const char *why = check ? not_free_to_allocate(b) : NULL;
+    const char *why = check ? not_free_to_allocate(b, check == 2) : NULL;
     if (why)
       luaL_error(L, "launch: graph memory of %I bytes %s", (lua_Integer)b->size, why);
     if (!check) {               /* the buffer frees it on the stream of this launch */

@@ -384,6 +384,12 @@ local actions = {
       if how == 2 then add("gbuf", b) end end end,
   function() local b, s = pick("gbuf"), pick("stream"); if b then
       if math.random(2) == 1 then b:close(s) else b:close() end end end,
+  function() local s = pick("stream"); if s then   -- issue 27: a builder older than its buffer's pool
+      local b, mr = cuda.Graph(dev), cuda.DeviceMemoryResource(dev)
+      local x = mr:allocate(math.random(1, 4096), s)
+      b:memset(nil, x, math.random(0, 255))
+      if math.random(2) == 1 then x:close(s) end
+      if math.random(2) == 1 then add("builder", b) end end end,
   function() local s = pick("stream"); if s then   -- issue 27: memory the program frees, relaunched
       local gm = cuda.GraphMemoryResource(dev)
       s:begin_capture()

@@ -62,6 +62,19 @@ t.raises(function() g2:launch(s) end, "its buffer is closed: no buffer would own
 t.is(live(), 0, "and it allocated nothing")
 g2:close()
 t.is(live(), 0, "nothing left after the graph closed")
+-- auto_free_on_launch: a launch frees the last one's memory itself
+do
+  s:begin_capture()
+  local af = gm:allocate(N * 4, s)
+  af:fill(cuda.u8(1), s)
+  local ga = s:end_capture{auto_free_on_launch = true}
+  ga:launch(s); ga:launch(s); s:sync()
+  t.is(live(), 1, "auto_free_on_launch: relaunched before the free, one allocation live")
+  af:close(s); s:sync()
+  t.raises(function() ga:launch(s) end, "its buffer is closed", "and not launched after the program freed it")
+  t.is(live(), 0, "nothing left")
+  ga:close()
+end
 -- close() without a stream, or collection, after a launch frees the memory
 local g4, tmp4 = capture(2, 2, false)
 check(g4, 2, 2, "another graph leaving its allocation to the program")

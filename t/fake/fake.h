@@ -138,7 +138,7 @@ struct fake_GraphAlloc;
 CUgraph fake_stream_capture(CUstream s);
 int fake_graph_mem_owns(CUdeviceptr p);
 CUresult fake_graph_mem_free(CUdeviceptr p, CUstream s);
-CUresult fake_graph_mem_launch(const struct CUgraph_st *exec);
+CUresult fake_graph_mem_launch(const struct CUgraph_st *exec, int auto_free);
 
 /* graph.c */
 CUresult fake_graph_new(CUgraph *g);

@@ -25,7 +25,10 @@
 #define GRAPH_MAGIC 0x47524150u
 #define COND_HANDLE_TAG (1ull << 32)   /* handle = tag | value */
 
-struct CUgraphExec_st { struct CUgraph_st g; };
+struct CUgraphExec_st {
+  struct CUgraph_st g;
+  int auto_free;                /* CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH (graphmem.c) */
+};
 
 static unsigned long long last_node;
 
@@ -376,13 +379,13 @@ static CUresult flatten(CUgraph exec, CUgraph g)
 CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags)
 {
   FAKE_ENTER(cuGraphInstantiateWithFlags);
-  (void)flags;
   if (!exec || !graph_valid(g))
     return CUDA_ERROR_INVALID_VALUE;
   *exec = calloc(1, sizeof **exec);
   if (!*exec)
     return CUDA_ERROR_OUT_OF_MEMORY;
   (*exec)->g.magic = GRAPH_MAGIC;
+  (*exec)->auto_free = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0;
   CUresult r = flatten(&(*exec)->g, g);
   if (r != CUDA_SUCCESS) {
     free((*exec)->g.work);
@@ -401,7 +404,7 @@ CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream s)
   FAKE_ENTER(cuGraphLaunch);
   if (!exec_valid(exec) || !fake_stream_valid(s))
     return CUDA_ERROR_INVALID_HANDLE;
-  CUresult m = fake_graph_mem_launch(&exec->g);
+  CUresult m = fake_graph_mem_launch(&exec->g, exec->auto_free);
   if (m != CUDA_SUCCESS)
     return m;
   for (size_t i = 0; i < exec->g.n; i++) {

@@ -92,12 +92,13 @@ CUresult fake_graph_mem_free(CUdeviceptr p, CUstream s)
   return CUDA_SUCCESS;
 }
 
-/* Before a launch of exec: refused while one of its allocations is live;
- * then its allocations and frees take effect in order. */
-CUresult fake_graph_mem_launch(const struct CUgraph_st *exec)
+/* Before a launch of exec: refused while one of its allocations is live,
+ * unless it was instantiated to free them (auto_free: freed here); then
+ * its allocations and frees take effect in order. */
+CUresult fake_graph_mem_launch(const struct CUgraph_st *exec, int auto_free)
 {
   for (size_t i = 0; i < exec->n; i++)
-    if (exec->work[i].kind == WORK_MEMALLOC && exec->work[i].u.gmem.a->live)
+    if (exec->work[i].kind == WORK_MEMALLOC && exec->work[i].u.gmem.a->live && !auto_free)
       return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; i < exec->n; i++)
     if (exec->work[i].kind == WORK_MEMALLOC || exec->work[i].kind == WORK_MEMFREE)
