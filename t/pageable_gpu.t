@@ -1,19 +1,20 @@
--- Pageable host memory in a kernel on a GPU that reaches it (HMM or ATS:
--- pageable_memory_access = 1), as CUDA's systemWideAtomics sample does:
--- every thread applies system-scope atomics (atomicAdd_system, ..._Sub,
--- _Max, _Min, _And, _Or, _Xor, _CAS) to a HostMemoryResource buffer that
--- the host poisoned first, and the host checks every result against values
--- it computes itself. It skips, saying why, without a device or where the
--- device reports pageable_memory_access = 0 (launches of pageable memory
--- are refused there: t/pageable_fake.t).
+-- Pageable host memory in a kernel, as CUDA's systemWideAtomics sample
+-- does: every thread applies system-scope atomics (atomicAdd_system,
+-- ..._Sub, _Max, _Min, _And, _Or, _Xor, _CAS) to a HostMemoryResource
+-- buffer that the host poisoned first, and the host checks every result
+-- against values it computes itself. Where the GPU reaches pageable memory
+-- (HMM or ATS: pageable_memory_access = 1) the kernel takes the buffers;
+-- elsewhere (launches of pageable memory are refused there:
+-- t/pageable_fake.t) the same malloc'd buffers are registered mapped
+-- (cuda.register_host) and the kernel takes their device pointers.
 local t = require "tap"
 local cuda = t.need_gpu()
 local dev = cuda.Device(0)
-if dev.properties.pageable_memory_access ~= 1 then
-  t.skip_all("device 0 reports pageable_memory_access = 0 (no HMM or ATS on this system)")
-end
+local hmm = dev.properties.pageable_memory_access == 1
 local seed = t.seed()
 t.plan(10)
+t.diag(hmm and "the kernel takes the pageable buffers (pageable_memory_access = 1)"
+  or "pageable_memory_access = 0: the pageable buffers registered mapped (cuda.register_host)")
 
 dev:set_current()
 local s <close> = dev:create_stream()
@@ -41,7 +42,10 @@ local T = math.random(1000, 8000)
 local and0 = math.random(0, 2 ^ 31 - 1) | 1
 A[1], A[2], A[3], A[4], A[5], A[6], A[7], A[8], A[9] = 0, 0, -1, T + 100, and0, 0, 0, 0, 0
 U:fill(0)
-cuda.launch(s, cuda.LaunchConfig{grid = (T + 255) // 256, block = 256}, k, a, u, cuda.i32(T))
+local ra <close> = not hmm and cuda.register_host(a, nil, {mapped = true}) or nil
+local ru <close> = not hmm and cuda.register_host(u, nil, {mapped = true}) or nil
+cuda.launch(s, cuda.LaunchConfig{grid = (T + 255) // 256, block = 256}, k, hmm and a or ra.device_ptr,
+  hmm and u or ru.device_ptr, cuda.i32(T))
 s:sync()
 
 local want_and, want_xor = and0, 0
