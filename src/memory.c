@@ -35,10 +35,11 @@ cl_MemoryResource *cl_check_mr(lua_State *L, int i)
   return cl_check_open(L, i, CL_MR);
 }
 
-/* A new resource; its device (at devi, 0 for none) is kept alive. */
-static cl_MemoryResource *push_mr(lua_State *L, cl_MRKind kind, int devi)
+/* A new resource with nuv user values; its device (at devi, an absolute
+ * index, 0 for none) is kept alive in the first. */
+static cl_MemoryResource *push_mr_uv(lua_State *L, cl_MRKind kind, int devi, int nuv)
 {
-  cl_MemoryResource *mr = lua_newuserdatauv(L, sizeof *mr, 1);
+  cl_MemoryResource *mr = lua_newuserdatauv(L, sizeof *mr, nuv);
   memset(mr, 0, sizeof *mr);
   mr->kind = kind;
   luaL_setmetatable(L, CL_MR);
@@ -48,6 +49,11 @@ static cl_MemoryResource *push_mr(lua_State *L, cl_MRKind kind, int devi)
     lua_setiuservalue(L, -2, 1);
   }
   return mr;
+}
+
+static cl_MemoryResource *push_mr(lua_State *L, cl_MRKind kind, int devi)
+{
+  return push_mr_uv(L, kind, devi, 1);
 }
 
 /* The device at i, an argument or an option's value pushed there: a
@@ -535,17 +541,7 @@ cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi, int how)
 
 cl_MemoryResource *cl_push_foreign_mr(lua_State *L, cl_MRKind kind, int devi)
 {
-  devi = devi ? lua_absindex(L, devi) : 0;
-  cl_MemoryResource *mr = lua_newuserdatauv(L, sizeof *mr, 2);
-  memset(mr, 0, sizeof *mr);
-  mr->kind = kind;
-  luaL_setmetatable(L, CL_MR);
-  if (devi) {
-    mr->dev = cl_check_device(L, devi);
-    lua_pushvalue(L, devi);
-    lua_setiuservalue(L, -2, 1);
-  }
-  return mr;
+  return push_mr_uv(L, kind, devi ? lua_absindex(L, devi) : 0, 2);
 }
 
 void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr p, size_t size, CUstream s,
