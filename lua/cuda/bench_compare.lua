@@ -12,17 +12,6 @@ function M.is_nvbench(doc)
   return type(doc) == "table" and type(doc.benchmarks) == "table"
 end
 
-local function summary_value(state, tag)
-  for _, s in ipairs(state.summaries or {}) do
-    if s.tag == tag then
-      for _, d in ipairs(s.data or {}) do
-        if d.name == "value" then return tonumber(d.value) end
-      end
-    end
-  end
-  return nil
-end
-
 -- A state's key independent of how a tool spells its name: the device and
 -- each axis value ("T=double", "Bytes=65536"), sorted.
 function M.state_key(state)
@@ -52,8 +41,8 @@ local NOISE = {"nv/cold/time/gpu/stdev/relative", "nv/cpu_only/time/cpu/stdev/re
 
 local function figure(state)
   for i, tag in ipairs(TIME) do
-    local t = summary_value(state, tag)
-    if t then return t, summary_value(state, NOISE[i]) end
+    local t = M.value(state, tag)
+    if t then return t, M.value(state, NOISE[i]) end
   end
   return nil
 end
