@@ -723,19 +723,6 @@ void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p);
 void cl_push_graph(lua_State *L);
 void cl_graph_instantiate(lua_State *L, int gi, CUgraph graph, int owns_graph, int devi, int refs,
                           unsigned long long flags);
-/* What a graph uses, kept alive and counted (graph.c): a cuda.GraphRefs
- * holds a set of buffers, kernels and events; each counts in its buffer's
- * (or ObjectCode's, or event's) graph_refs until the holder is released,
- * when its graph is closed or the holder collected. A capture fills one as operations
- * are issued on its streams; a cuda.Graph() builder as nodes are added. */
-void cl_push_graph_refs(lua_State *L);
-/* Add the value at vi (buffers, kernels and events count; a graph or a
- * GraphRefs adds what it holds; anything else is ignored) to the holder
- * at hi. Runs no Lua. */
-void cl_graph_refs_add(lua_State *L, int hi, int vi);
-/* Give back the counts of the GraphRefs at hi: nothing on the GPU uses
- * what it holds any more. */
-void cl_graph_refs_release(lua_State *L, int hi);
 /* An executable of the builder at bi was closed: once the builder is closed
  * too and no executable of it is left, what its nodes use may go. */
 void cl_builder_exec_closed(lua_State *L, int bi);
@@ -747,15 +734,6 @@ void cl_green_activate(lua_State *L, void *green);
 int cl_green_is_closed(const void *green);
 void cl_green_graph_opened(void *green);
 void cl_green_graph_closed(void *green);
-/* The stream s at si is being closed (stream.c): an unfinished capture it
- * began releases what it captured. */
-void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si);
-/* Operations on a capturing stream s (at si) keep values first..last. */
-void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last);
-/* ev (at evi) was recorded on the capturing s (at si), and s (at si) waits
- * on what is at wi (an event or a stream) that belongs to a capture: it joins. */
-void cl_capture_record(lua_State *L, cl_Event *ev, int evi, int si);
-void cl_capture_join(lua_State *L, int si, int wi);
 
 /* cuda.Graph() options of instantiate: a CUgraphInstantiate_flags mask. */
 unsigned long long cl_check_instantiate_options(lua_State *L, int idx);
@@ -816,6 +794,49 @@ void cl_push_device_resources(lua_State *L, int devi);
 void cl_open_context(lua_State *L);
 
 int luaopen_cuda(lua_State *L);
+
+/* --- who keeps what alive (lifetimes.c) ------------------------------------ */
+
+/* What a graph uses, kept alive and counted: a cuda.GraphRefs holds a set
+ * of buffers, kernels and events; each counts in its buffer's (or
+ * ObjectCode's, or event's) graph_refs until the holder is released, when
+ * its graph is closed or the holder collected. A capture fills one as operations
+ * are issued on its streams; a cuda.Graph() builder as nodes are added. */
+#define CL_GRAPHREFS "cuda.GraphRefs"
+typedef struct cl_GraphRefs {
+  int released;                 /* the counts were given back */
+  int capturing;                /* a capture still adds to it */
+  const cl_Stream *origin;      /* the stream whose capture fills it, or NULL */
+} cl_GraphRefs;                 /* user value 1: the set {[value] = true} */
+void cl_push_graph_refs(lua_State *L);
+/* Add the value at vi (buffers, kernels and events count; a graph or a
+ * GraphRefs adds what it holds; anything else is ignored) to the holder
+ * at hi. Runs no Lua. */
+void cl_graph_refs_add(lua_State *L, int hi, int vi);
+/* Give back the counts of the GraphRefs at hi: nothing on the GPU uses
+ * what it holds any more. */
+void cl_graph_refs_release(lua_State *L, int hi);
+/* The stream s (at si) records into the capture whose GraphRefs is at hi
+ * (0: into none). */
+void cl_capture_set(lua_State *L, cl_Stream *s, int si, int hi);
+/* The stream s at si is being closed (stream.c): an unfinished capture it
+ * began releases what it captured. */
+void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si);
+/* Operations on a capturing stream s (at si) keep values first..last. */
+void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last);
+/* ev (at evi) was recorded on the capturing s (at si), and s (at si) waits
+ * on what is at wi (an event or a stream) that belongs to a capture: it joins. */
+void cl_capture_record(lua_State *L, cl_Event *ev, int evi, int si);
+void cl_capture_join(lua_State *L, int si, int wi);
+/* Each noun registers, when cuda opens, how lifetimes.c gives back what a
+ * graph kept of it: a buffer (buffer.c), an event (stream.c), a kernel's
+ * ObjectCode (module.c); graph_user counts arrays, textures and surfaces
+ * (texture.c's cl_graph_user). */
+void cl_lifetimes_buffer(void (*graph_release)(cl_Buffer *b));
+void cl_lifetimes_event(void (*graph_release)(cl_Event *ev));
+void cl_lifetimes_objectcode(void (*graph_release)(cl_ObjectCode *o));
+void cl_lifetimes_graph_user(int (*user)(lua_State *L, int i, int delta));
+void cl_open_lifetimes(lua_State *L);
 
 /* --- arguments ------------------------------------------------------------ */
 
