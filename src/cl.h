@@ -121,9 +121,10 @@ void cl_event_sync(lua_State *L, cl_Event *ev);
  * host functions that the wait runs may close it (destroying a stream or
  * an event with work pending already lets that work complete). */
 typedef CUresult (*cl_WaitFn)(void *object, int block);
-/* Host functions issued and not yet run or released, of every state. */
+/* Host functions issued and not yet run or released, of every state
+ * (lifetimes.c). */
 extern _Atomic int cl_hostfunc_outstanding;
-/* Releases deferred behind host functions (memory.c), not yet made. */
+/* Releases deferred behind host functions (lifetimes.c), not yet made. */
 extern _Atomic int cl_releases_deferred;
 /* Make the deferred releases; only with no host function outstanding,
  * since they may wait for the GPU. Never raises, runs no Lua. */
@@ -183,11 +184,6 @@ void cl_mr_hold_for_graph(cl_MemoryResource *mr);
 void cl_mr_release_graph_held(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size);
 void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size, CUstream s,
                    int stream_known);
-/* cuLibraryUnload, cuArrayDestroy now, or after the host functions pending
- * now (the driver may wait for them there). Never raise: they run in
- * finalizers. */
-void cl_library_release(CUlibrary lib);
-void cl_array_release(CUcontext ctx, CUarray array);
 /* Run every pending host function before a driver call that waits for
  * them (module loads, green contexts): a wait on the device, as dev:sync().
  * It runs Lua: callers check their handles after it (HACKING.md). */
@@ -836,6 +832,18 @@ void cl_lifetimes_buffer(void (*graph_release)(cl_Buffer *b));
 void cl_lifetimes_event(void (*graph_release)(cl_Event *ev));
 void cl_lifetimes_objectcode(void (*graph_release)(cl_ObjectCode *o));
 void cl_lifetimes_graph_user(int (*user)(lua_State *L, int i, int delta));
+/* Releases that may wait for the GPU: made now, or deferred while a host
+ * function is outstanding (the driver may wait for it there). Never raise:
+ * they run in finalizers. cl_release's pool is the pool, library, array or
+ * cl_Foreign that the op gives back (ptr, for memory: its address). */
+typedef enum { CL_FREE_SYNCED, CL_FREE_MANAGED, CL_FREE_PLAIN, CL_FREE_PINNED, CL_CLOSE_IPC,
+               CL_DESTROY_POOL, CL_FREE_VIRTUAL, CL_UNLOAD_LIBRARY, CL_DESTROY_ARRAY,
+               CL_RELEASE_FOREIGN } cl_ReleaseOp;
+void cl_release(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool);
+void cl_library_release(CUlibrary lib);
+void cl_array_release(CUcontext ctx, CUarray array);
+/* vmm.c registers how a virtual-memory buffer is freed (cl_vmm_free). */
+void cl_lifetimes_vmm_free(void (*free_virtual)(CUdeviceptr p));
 void cl_open_lifetimes(lua_State *L);
 
 /* --- arguments ------------------------------------------------------------ */

@@ -11,7 +11,13 @@
  * each kept object is handed back to its own noun through the function
  * the noun registered when cuda opened (cl_lifetimes_*): the buffer frees
  * its memory, the ObjectCode unloads its library, the event is destroyed,
- * once the last graph that kept them is gone. */
+ * once the last graph that kept them is gone.
+ *
+ * Releases that may wait for the GPU are made here too, now or deferred
+ * behind the host functions outstanding. */
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "cl.h"
 
 /* How each noun gives back what a graph kept of it. Every Lua state that
@@ -21,6 +27,7 @@ static void (*_Atomic buffer_release)(cl_Buffer *b);
 static void (*_Atomic event_release)(cl_Event *ev);
 static void (*_Atomic objectcode_release)(cl_ObjectCode *o);
 static int (*_Atomic graph_user)(lua_State *L, int i, int delta);
+static void (*_Atomic vmm_free)(CUdeviceptr p);
 
 void cl_lifetimes_buffer(void (*graph_release)(cl_Buffer *b))
 {
@@ -40,6 +47,11 @@ void cl_lifetimes_objectcode(void (*graph_release)(cl_ObjectCode *o))
 void cl_lifetimes_graph_user(int (*user)(lua_State *L, int i, int delta))
 {
   graph_user = user;
+}
+
+void cl_lifetimes_vmm_free(void (*free_virtual)(CUdeviceptr p))
+{
+  vmm_free = free_virtual;
 }
 
 /* --- what graphs use -------------------------------------------------------- */
@@ -247,6 +259,133 @@ void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si)
   }
   lua_settop(L, si);
   s->capture = NULL;
+}
+
+/* Host functions issued and not yet run or released (hostfunc.c counts
+ * them): while there are any, a release that may wait is deferred. */
+_Atomic int cl_hostfunc_outstanding;
+
+/* --- releases: now, or deferred behind host functions ----------------------
+ *
+ * Some releases wait for the GPU: pool memory with no stream to order it
+ * after waits for all work (cuCtxSynchronize), and cuMemFree and
+ * cuMemFreeHost may synchronize. A host function pending on a stream
+ * only runs at this thread's next wait, so such a release made while one
+ * is outstanding (from a finalizer, at any allocation) would wait
+ * forever. It is deferred instead: listed here, in malloc'd memory that
+ * needs no Lua object, and made at the next wait or cuda.poll() with none
+ * outstanding, or when the state closes (device.c's sentinel). Every
+ * release makes the deferred ones first, so their order is kept. Each
+ * makes its device's primary context current and restores the one that
+ * was: a finalizer must not leave another context current under the C
+ * function whose allocation ran it. */
+
+typedef struct Deferred {
+  struct Deferred *next;
+  cl_ReleaseOp op;
+  CUcontext ctx;                /* the device's primary context, or NULL */
+  CUdeviceptr ptr;
+  CUmemoryPool pool;
+} Deferred;
+
+static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+static Deferred *deferred_head, **deferred_tail = &deferred_head;
+_Atomic int cl_releases_deferred;
+
+static void release_now(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool)
+{
+  CUcontext was = cl_current_ctx;
+  if (ctx && ctx != was) {
+    if (CL_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS) {
+      if (op == CL_RELEASE_FOREIGN)        /* nothing to wait for: its owner still hears */
+        ((cl_Foreign *)(void *)pool)->release((cl_Foreign *)(void *)pool);
+      return;                   /* no live context: the memory leaks, nothing crashes */
+    }
+    cl_current_ctx = ctx;
+  }
+  switch (op) {
+  case CL_FREE_SYNCED:             /* no stream to order it after: all work first */
+    CL_CALL(cuCtxSynchronize, ());
+    CL_CALL(cuMemFree, (p));
+    break;
+  case CL_FREE_MANAGED:
+  case CL_FREE_PLAIN:              /* cuMemAlloc's (DeviceMemoryResource{pool = false}) */
+    CL_CALL(cuMemFree, (p));
+    break;
+  case CL_CLOSE_IPC:               /* a mapping of another process's memory (ipc.c) */
+    CL_CALL(cuIpcCloseMemHandle, (p));
+    break;
+  case CL_FREE_PINNED:
+    CL_CALL(cuMemFreeHost, ((void *)(uintptr_t)p));
+    break;
+  case CL_DESTROY_POOL:
+    CL_CALL(cuMemPoolDestroy, (pool));
+    break;
+  case CL_UNLOAD_LIBRARY:          /* the H200's driver waits for pending host functions here */
+    CL_CALL(cuLibraryUnload, ((CUlibrary)pool));
+    break;
+  case CL_DESTROY_ARRAY:           /* like cuMemFree, it may wait for the device */
+    CL_CALL(cuArrayDestroy, ((CUarray)pool));
+    break;
+  case CL_RELEASE_FOREIGN:         /* another library's memory (view_foreign.c): after all work */
+    CL_CALL(cuCtxSynchronize, ());
+    ((cl_Foreign *)(void *)pool)->release((cl_Foreign *)(void *)pool);
+    break;
+  case CL_FREE_VIRTUAL:            /* unmapping memory in use is not ordered: all work first */
+    CL_CALL(cuCtxSynchronize, ());
+    vmm_free(p);
+    break;
+  }
+  if (ctx && ctx != was && CL_CALL(cuCtxSetCurrent, (was)) == CUDA_SUCCESS)
+    cl_current_ctx = was;
+}
+
+void cl_release_deferred(void)
+{
+  if (cl_releases_deferred == 0)
+    return;
+  pthread_mutex_lock(&deferred_lock);
+  Deferred *list = deferred_head;
+  deferred_head = NULL;
+  deferred_tail = &deferred_head;
+  cl_releases_deferred = 0;
+  pthread_mutex_unlock(&deferred_lock);
+  while (list) {
+    Deferred *next = list->next;
+    release_now(list->op, list->ctx, list->ptr, list->pool);
+    free(list);
+    list = next;
+  }
+}
+
+/* Release now, or defer while a host function is outstanding (for a
+ * release that may wait, or any while others wait in the list). */
+void cl_release(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool)
+{
+  if (cl_hostfunc_outstanding > 0 && (op != CL_DESTROY_POOL || cl_releases_deferred > 0)) {
+    Deferred *d = malloc(sizeof *d);
+    if (d) {
+      *d = (Deferred){NULL, op, ctx, p, pool};
+      pthread_mutex_lock(&deferred_lock);
+      *deferred_tail = d;
+      deferred_tail = &d->next;
+      cl_releases_deferred++;
+      pthread_mutex_unlock(&deferred_lock);
+      return;
+    }
+  }                             /* out of memory: now, whatever it costs */
+  cl_release_deferred();
+  release_now(op, ctx, p, pool);
+}
+
+void cl_library_release(CUlibrary lib)
+{
+  cl_release(CL_UNLOAD_LIBRARY, NULL, 0, (CUmemoryPool)(void *)lib);
+}
+
+void cl_array_release(CUcontext ctx, CUarray array)
+{
+  cl_release(CL_DESTROY_ARRAY, ctx, 0, (CUmemoryPool)(void *)array);
 }
 
 void cl_open_lifetimes(lua_State *L)

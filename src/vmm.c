@@ -699,6 +699,7 @@ int cl_numa_option(lua_State *L, int idx, int *pooled)
 
 void cl_open_vmm(lua_State *L)
 {
+  cl_lifetimes_vmm_free(cl_vmm_free);
   static const luaL_Reg functions[] = {
     {"VirtualMemoryResource", cuda_vmm}, {"virtual_memory_info", cuda_vmm_info}, {NULL, NULL}
   };
