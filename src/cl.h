@@ -679,9 +679,9 @@ void cl_open_host_register(lua_State *L);
  * (NULL when the map is closed); NULL for any other value. Runs no Lua
  * but to raise for a map made before its buffer moved (buf:grow). */
 const void *cl_tensormap_arg(lua_State *L, const void *mt, void *ud, cl_Buffer **buf);
-/* A virtual-memory resource's buffers (vmm.c): memory.c allocates and
- * frees them here; cl_vmm_free never raises and waits for nothing (the
- * caller synchronized). */
+/* A virtual-memory resource's buffers (vmm.c): memory.c allocates them
+ * here, lifetimes.c frees them (cl_open_vmm registers cl_vmm_free);
+ * cl_vmm_free never raises and waits for nothing (the caller synchronized). */
 CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n);
 void cl_vmm_free(CUdeviceptr p);
 /* A virtual-memory resource's setting key (vmr.handle_type ...) pushed,

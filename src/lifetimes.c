@@ -297,22 +297,22 @@ static void release_now(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryP
   CUcontext was = cl_current_ctx;
   if (ctx && ctx != was) {
     if (CL_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS) {
-      if (op == CL_RELEASE_FOREIGN)        /* nothing to wait for: its owner still hears */
+      if (op == CL_RELEASE_FOREIGN)     /* nothing to wait for: its owner still hears */
         ((cl_Foreign *)(void *)pool)->release((cl_Foreign *)(void *)pool);
       return;                   /* no live context: the memory leaks, nothing crashes */
     }
     cl_current_ctx = ctx;
   }
   switch (op) {
-  case CL_FREE_SYNCED:             /* no stream to order it after: all work first */
+  case CL_FREE_SYNCED:          /* no stream to order it after: all work first */
     CL_CALL(cuCtxSynchronize, ());
     CL_CALL(cuMemFree, (p));
     break;
   case CL_FREE_MANAGED:
-  case CL_FREE_PLAIN:              /* cuMemAlloc's (DeviceMemoryResource{pool = false}) */
+  case CL_FREE_PLAIN:           /* cuMemAlloc's (DeviceMemoryResource{pool = false}) */
     CL_CALL(cuMemFree, (p));
     break;
-  case CL_CLOSE_IPC:               /* a mapping of another process's memory (ipc.c) */
+  case CL_CLOSE_IPC:            /* a mapping of another process's memory (ipc.c) */
     CL_CALL(cuIpcCloseMemHandle, (p));
     break;
   case CL_FREE_PINNED:
@@ -321,17 +321,17 @@ static void release_now(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryP
   case CL_DESTROY_POOL:
     CL_CALL(cuMemPoolDestroy, (pool));
     break;
-  case CL_UNLOAD_LIBRARY:          /* the H200's driver waits for pending host functions here */
+  case CL_UNLOAD_LIBRARY:       /* the H200's driver waits for pending host functions here */
     CL_CALL(cuLibraryUnload, ((CUlibrary)pool));
     break;
-  case CL_DESTROY_ARRAY:           /* like cuMemFree, it may wait for the device */
+  case CL_DESTROY_ARRAY:        /* like cuMemFree, it may wait for the device */
     CL_CALL(cuArrayDestroy, ((CUarray)pool));
     break;
-  case CL_RELEASE_FOREIGN:         /* another library's memory (view_foreign.c): after all work */
+  case CL_RELEASE_FOREIGN:      /* another library's memory (view_foreign.c): after all work */
     CL_CALL(cuCtxSynchronize, ());
     ((cl_Foreign *)(void *)pool)->release((cl_Foreign *)(void *)pool);
     break;
-  case CL_FREE_VIRTUAL:            /* unmapping memory in use is not ordered: all work first */
+  case CL_FREE_VIRTUAL:         /* unmapping memory in use is not ordered: all work first */
     CL_CALL(cuCtxSynchronize, ());
     vmm_free(p);
     break;
