@@ -207,9 +207,9 @@ typedef struct cl_Foreign {
 /* Push a resource for one foreign buffer of kind on the device at devi (0
  * for host memory); user value 2 (set by the caller) keeps its owner alive. */
 cl_MemoryResource *cl_push_foreign_mr(lua_State *L, cl_MRKind kind, int devi);
-/* This process's shared pools, which it may not import (ipc.c). */
-void cl_shared_pool_created(CUmemoryPool pool);
-void cl_shared_pool_destroyed(CUmemoryPool pool);
+/* Whether pool is one of this process's shared pools, which it may not
+ * import (ipc.c asks). */
+int cl_shared_pool_is_own(CUmemoryPool pool);
 
 /* --- buffers (buffer.c) -------------------------------------------------- */
 

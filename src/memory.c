@@ -96,6 +96,48 @@ void cl_push_default_mr(lua_State *L, int devi)
   lua_remove(L, -2);
 }
 
+/* --- this process's shared pools ------------------------------------------------
+ *
+ * The H200's driver imports a pool of the importing process itself, and a
+ * resource over it would destroy the pool its owner still uses (the
+ * driver may hand back the very same pool). A descriptor cannot tell whose
+ * pool it is (they are anonymous files), so cuda.ipc_pool_open compares
+ * the pool it got with the shared pools this process made, and refuses. */
+typedef struct OwnPool {
+  struct OwnPool *next;
+  CUmemoryPool pool;
+} OwnPool;
+
+static OwnPool *own_pools;
+
+static void shared_pool_created(CUmemoryPool pool)
+{
+  OwnPool *o = malloc(sizeof *o);
+  if (o == NULL)
+    return;                     /* unknown, so not refused: the driver decides */
+  *o = (OwnPool){own_pools, pool};
+  own_pools = o;
+}
+
+static void shared_pool_destroyed(CUmemoryPool pool)
+{
+  for (OwnPool **o = &own_pools; *o;)
+    if ((*o)->pool == pool) {
+      OwnPool *gone = *o;
+      *o = gone->next;
+      free(gone);
+    } else
+      o = &(*o)->next;
+}
+
+int cl_shared_pool_is_own(CUmemoryPool pool)
+{
+  for (OwnPool *o = own_pools; o; o = o->next)
+    if (o->pool == pool)
+      return 1;
+  return 0;
+}
+
 /* A pool at where/id; exportable: other processes can import it through a
  * POSIX file descriptor (cuMemPoolExportToShareableHandle). */
 static CUmemoryPool create_pool(lua_State *L, CUmemLocationType where, int id, int exportable)
@@ -137,7 +179,7 @@ static int cuda_device_mr(lua_State *L)
   mr->owns_pool = 1;
   mr->ipc_pool = exportable;
   if (exportable)
-    cl_shared_pool_created(mr->pool);
+    shared_pool_created(mr->pool);
   mr->closed = 0;
   set_threshold(L, mr->pool, (cuuint64_t)threshold);
   return 1;
@@ -354,7 +396,7 @@ static int mr_allocate(lua_State *L)
 static void destroy_pool(cl_MemoryResource *mr)
 {
   if (mr->ipc_pool)
-    cl_shared_pool_destroyed(mr->pool);
+    shared_pool_destroyed(mr->pool);
   if (mr->owns_pool)
     cl_release(CL_DESTROY_POOL, mr->dev ? mr->dev->ctx : NULL, 0, mr->pool);
   mr->pool = NULL;
