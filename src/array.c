@@ -134,7 +134,7 @@ static int cuda_array(lua_State *L)
   return 1;
 }
 
-/* Deferred while a host function is pending, as memory is (memory.c). */
+/* Deferred while a host function is pending, as memory is (lifetimes.c). */
 static void destroy(cl_Array *a)
 {
   cl_array_release(a->dev ? a->dev->ctx : NULL, a->handle);

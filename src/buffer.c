@@ -459,6 +459,7 @@ void cl_open_buffer(lua_State *L)
     {NULL, NULL}
   };
   cl_new_type(L, CL_BUFFER, meta, methods, buffer_fields);
+  cl_lifetimes_buffer(cl_buffer_graph_release);
   static const cl_BufferAPI api = {cl_buffer_hold, cl_buffer_graph_release};
   lua_pushlightuserdata(L, (void *)&api);
   lua_setfield(L, LUA_REGISTRYINDEX, CL_BUFFER_API);

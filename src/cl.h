@@ -121,9 +121,10 @@ void cl_event_sync(lua_State *L, cl_Event *ev);
  * host functions that the wait runs may close it (destroying a stream or
  * an event with work pending already lets that work complete). */
 typedef CUresult (*cl_WaitFn)(void *object, int block);
-/* Host functions issued and not yet run or released, of every state. */
+/* Host functions issued and not yet run or released, of every state
+ * (lifetimes.c). */
 extern _Atomic int cl_hostfunc_outstanding;
-/* Releases deferred behind host functions (memory.c), not yet made. */
+/* Releases deferred behind host functions (lifetimes.c), not yet made. */
 extern _Atomic int cl_releases_deferred;
 /* Make the deferred releases; only with no host function outstanding,
  * since they may wait for the GPU. Never raises, runs no Lua. */
@@ -183,11 +184,6 @@ void cl_mr_hold_for_graph(cl_MemoryResource *mr);
 void cl_mr_release_graph_held(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size);
 void cl_mr_release(cl_MemoryResource *mr, CUdeviceptr ptr, size_t size, CUstream s,
                    int stream_known);
-/* cuLibraryUnload, cuArrayDestroy now, or after the host functions pending
- * now (the driver may wait for them there). Never raise: they run in
- * finalizers. */
-void cl_library_release(CUlibrary lib);
-void cl_array_release(CUcontext ctx, CUarray array);
 /* Run every pending host function before a driver call that waits for
  * them (module loads, green contexts): a wait on the device, as dev:sync().
  * It runs Lua: callers check their handles after it (HACKING.md). */
@@ -211,9 +207,9 @@ typedef struct cl_Foreign {
 /* Push a resource for one foreign buffer of kind on the device at devi (0
  * for host memory); user value 2 (set by the caller) keeps its owner alive. */
 cl_MemoryResource *cl_push_foreign_mr(lua_State *L, cl_MRKind kind, int devi);
-/* This process's shared pools, which it may not import (ipc.c). */
-void cl_shared_pool_created(CUmemoryPool pool);
-void cl_shared_pool_destroyed(CUmemoryPool pool);
+/* Whether pool is one of this process's shared pools, which it may not
+ * import (ipc.c asks). */
+int cl_shared_pool_is_own(CUmemoryPool pool);
 
 /* --- buffers (buffer.c) -------------------------------------------------- */
 
@@ -683,9 +679,9 @@ void cl_open_host_register(lua_State *L);
  * (NULL when the map is closed); NULL for any other value. Runs no Lua
  * but to raise for a map made before its buffer moved (buf:grow). */
 const void *cl_tensormap_arg(lua_State *L, const void *mt, void *ud, cl_Buffer **buf);
-/* A virtual-memory resource's buffers (vmm.c): memory.c allocates and
- * frees them here; cl_vmm_free never raises and waits for nothing (the
- * caller synchronized). */
+/* A virtual-memory resource's buffers (vmm.c): memory.c allocates them
+ * here, lifetimes.c frees them (cl_open_vmm registers cl_vmm_free);
+ * cl_vmm_free never raises and waits for nothing (the caller synchronized). */
 CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n);
 void cl_vmm_free(CUdeviceptr p);
 /* A virtual-memory resource's setting key (vmr.handle_type ...) pushed,
@@ -723,19 +719,6 @@ void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p);
 void cl_push_graph(lua_State *L);
 void cl_graph_instantiate(lua_State *L, int gi, CUgraph graph, int owns_graph, int devi, int refs,
                           unsigned long long flags);
-/* What a graph uses, kept alive and counted (graph.c): a cuda.GraphRefs
- * holds a set of buffers, kernels and events; each counts in its buffer's
- * (or ObjectCode's, or event's) graph_refs until the holder is released,
- * when its graph is closed or the holder collected. A capture fills one as operations
- * are issued on its streams; a cuda.Graph() builder as nodes are added. */
-void cl_push_graph_refs(lua_State *L);
-/* Add the value at vi (buffers, kernels and events count; a graph or a
- * GraphRefs adds what it holds; anything else is ignored) to the holder
- * at hi. Runs no Lua. */
-void cl_graph_refs_add(lua_State *L, int hi, int vi);
-/* Give back the counts of the GraphRefs at hi: nothing on the GPU uses
- * what it holds any more. */
-void cl_graph_refs_release(lua_State *L, int hi);
 /* An executable of the builder at bi was closed: once the builder is closed
  * too and no executable of it is left, what its nodes use may go. */
 void cl_builder_exec_closed(lua_State *L, int bi);
@@ -747,15 +730,6 @@ void cl_green_activate(lua_State *L, void *green);
 int cl_green_is_closed(const void *green);
 void cl_green_graph_opened(void *green);
 void cl_green_graph_closed(void *green);
-/* The stream s at si is being closed (stream.c): an unfinished capture it
- * began releases what it captured. */
-void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si);
-/* Operations on a capturing stream s (at si) keep values first..last. */
-void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last);
-/* ev (at evi) was recorded on the capturing s (at si), and s (at si) waits
- * on what is at wi (an event or a stream) that belongs to a capture: it joins. */
-void cl_capture_record(lua_State *L, cl_Event *ev, int evi, int si);
-void cl_capture_join(lua_State *L, int si, int wi);
 
 /* cuda.Graph() options of instantiate: a CUgraphInstantiate_flags mask. */
 unsigned long long cl_check_instantiate_options(lua_State *L, int idx);
@@ -817,6 +791,61 @@ void cl_push_device_resources(lua_State *L, int devi);
 void cl_open_context(lua_State *L);
 
 int luaopen_cuda(lua_State *L);
+
+/* --- who keeps what alive (lifetimes.c) ------------------------------------ */
+
+/* What a graph uses, kept alive and counted: a cuda.GraphRefs holds a set
+ * of buffers, kernels and events; each counts in its buffer's (or
+ * ObjectCode's, or event's) graph_refs until the holder is released, when
+ * its graph is closed or the holder collected. A capture fills one as operations
+ * are issued on its streams; a cuda.Graph() builder as nodes are added. */
+#define CL_GRAPHREFS "cuda.GraphRefs"
+typedef struct cl_GraphRefs {
+  int released;                 /* the counts were given back */
+  int capturing;                /* a capture still adds to it */
+  const cl_Stream *origin;      /* the stream whose capture fills it, or NULL */
+} cl_GraphRefs;                 /* user value 1: the set {[value] = true} */
+void cl_push_graph_refs(lua_State *L);
+/* Add the value at vi (buffers, kernels and events count; a graph or a
+ * GraphRefs adds what it holds; anything else is ignored) to the holder
+ * at hi. Runs no Lua. */
+void cl_graph_refs_add(lua_State *L, int hi, int vi);
+/* Give back the counts of the GraphRefs at hi: nothing on the GPU uses
+ * what it holds any more. */
+void cl_graph_refs_release(lua_State *L, int hi);
+/* The stream s (at si) records into the capture whose GraphRefs is at hi
+ * (0: into none). */
+void cl_capture_set(lua_State *L, cl_Stream *s, int si, int hi);
+/* The stream s at si is being closed (stream.c): an unfinished capture it
+ * began releases what it captured. */
+void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si);
+/* Operations on a capturing stream s (at si) keep values first..last. */
+void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last);
+/* ev (at evi) was recorded on the capturing s (at si), and s (at si) waits
+ * on what is at wi (an event or a stream) that belongs to a capture: it joins. */
+void cl_capture_record(lua_State *L, cl_Event *ev, int evi, int si);
+void cl_capture_join(lua_State *L, int si, int wi);
+/* Each noun registers, when cuda opens, how lifetimes.c gives back what a
+ * graph kept of it: a buffer (buffer.c), an event (stream.c), a kernel's
+ * ObjectCode (module.c); graph_user counts arrays, textures and surfaces
+ * (texture.c's cl_graph_user). */
+void cl_lifetimes_buffer(void (*graph_release)(cl_Buffer *b));
+void cl_lifetimes_event(void (*graph_release)(cl_Event *ev));
+void cl_lifetimes_objectcode(void (*graph_release)(cl_ObjectCode *o));
+void cl_lifetimes_graph_user(int (*user)(lua_State *L, int i, int delta));
+/* Releases that may wait for the GPU: made now, or deferred while a host
+ * function is outstanding (the driver may wait for it there). Never raise:
+ * they run in finalizers. cl_release's pool is the pool, library, array or
+ * cl_Foreign that the op gives back (ptr, for memory: its address). */
+typedef enum { CL_FREE_SYNCED, CL_FREE_MANAGED, CL_FREE_PLAIN, CL_FREE_PINNED, CL_CLOSE_IPC,
+               CL_DESTROY_POOL, CL_FREE_VIRTUAL, CL_UNLOAD_LIBRARY, CL_DESTROY_ARRAY,
+               CL_RELEASE_FOREIGN } cl_ReleaseOp;
+void cl_release(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool);
+void cl_library_release(CUlibrary lib);
+void cl_array_release(CUcontext ctx, CUarray array);
+/* vmm.c registers how a virtual-memory buffer is freed (cl_vmm_free). */
+void cl_lifetimes_vmm_free(void (*free_virtual)(CUdeviceptr p));
+void cl_open_lifetimes(lua_State *L);
 
 /* --- arguments ------------------------------------------------------------ */
 

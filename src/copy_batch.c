@@ -277,10 +277,12 @@ static void check_pair(lua_State *L, int li, lua_Integer k, const cl_Stream *st,
 }
 
 /* What a capture keeps: every buffer and view of the batch. After the
- * driver call, so allocating here is safe. */
+ * driver call, so allocating here is safe. A stream that joined a capture
+ * that has since ended leaves it at the first keep (st->capture is then
+ * NULL): nothing more to keep. */
 static void keep_for_capture(lua_State *L, cl_Stream *st, int li, size_t n)
 {
-  for (size_t k = 1; k <= n; k++) {
+  for (size_t k = 1; k <= n && st->capture; k++) {
     lua_rawgeti(L, li, (lua_Integer)k);
     int pi = lua_gettop(L);
     lua_rawgeti(L, pi, 1);

@@ -32,6 +32,7 @@ int luaopen_cuda(lua_State *L)
   lua_pushliteral(L, PACKAGE_VERSION);
   lua_setfield(L, -2, "version");
   cl_open_driver(L);
+  cl_open_lifetimes(L);
   cl_open_device(L);
   cl_open_stream(L);
   cl_open_dtype(L);

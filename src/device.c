@@ -17,8 +17,6 @@
 #define CURRENT_KEY "cuda.current"      /* registry: the current Device */
 #define SENTINEL    "cuda.ContextSentinel"
 
-__thread CUcontext cl_current_ctx;
-
 static int attribute(lua_State *L, cl_Device *d, CUdevice_attribute a)
 {
   int v = 0;

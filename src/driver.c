@@ -15,6 +15,8 @@
 #include "cl.h"
 
 struct cl_DriverAPI cl_driver;
+/* The context this thread last made current through us (cl_device_activate). */
+__thread CUcontext cl_current_ctx;
 
 typedef CUresult (*cl_GetProcFn)(const char *, void **, int, cuuint64_t,
                                  CUdriverProcAddressQueryResult *);

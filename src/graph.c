@@ -10,11 +10,10 @@
  *
  * A graph keeps what it uses: while a stream captures, every buffer,
  * kernel and graph its operations use goes into the capture's
- * cuda.GraphRefs (only then: the hot paths test one pointer), which the
- * graph holds. A buffer or ObjectCode closed while a live graph uses it is
- * closed for Lua at once; its memory (or library) goes when the last such
- * graph is closed or collected. Streams that join a capture (waiting on
- * an event recorded in it, or on the capturing stream) record into it. */
+ * cuda.GraphRefs (lifetimes.c), which the graph holds. A buffer or
+ * ObjectCode closed while a live graph uses it is closed for Lua at once;
+ * its memory (or library) goes when the last such graph is closed or
+ * collected. */
 #include <stdio.h>
 #include <string.h>
 
@@ -63,209 +62,6 @@ static Graph *check_graph(lua_State *L, int i)
   return cl_check_open(L, i, CL_GRAPH);
 }
 
-/* --- what graphs use -------------------------------------------------------- */
-
-/* A graph keeps buffers, kernels (their ObjectCode) and events: each
- * counts in its graph_refs, and its close defers the free, the unload or
- * the destroy while that is not 0. These functions run no Lua (raw table
- * operations only): node methods call them after their checks. */
-
-#define CL_GRAPHREFS "cuda.GraphRefs"
-
-typedef struct cl_GraphRefs {
-  int released;                 /* the counts were given back */
-  int capturing;                /* a capture still adds to it */
-  const cl_Stream *origin;      /* the stream whose capture fills it, or NULL */
-} cl_GraphRefs;                 /* user value 1: the set {[value] = true} */
-
-void cl_push_graph_refs(lua_State *L)
-{
-  cl_GraphRefs *r = lua_newuserdatauv(L, sizeof *r, 1);
-  r->released = r->capturing = 0;
-  r->origin = NULL;
-  lua_newtable(L);
-  lua_setiuservalue(L, -2, 1);
-  luaL_setmetatable(L, CL_GRAPHREFS);
-}
-
-/* The GraphRefs of the graph at gi pushed: a captured graph's own, a built
- * graph's builder's (its user value 4); nil for none. */
-static void push_graph_refs_of(lua_State *L, int gi)
-{
-  lua_getiuservalue(L, gi, 2);
-  if (lua_type(L, -1) == LUA_TUSERDATA && !luaL_testudata(L, -1, CL_GRAPHREFS)) {
-    lua_getiuservalue(L, -1, 4);   /* a cuda.GraphBuilder */
-    lua_remove(L, -2);
-  }
-}
-
-static void merge_refs(lua_State *L, int hi, int from)
-{
-  lua_getiuservalue(L, from, 1);
-  lua_pushnil(L);
-  while (lua_next(L, -2)) {
-    lua_pop(L, 1);
-    cl_graph_refs_add(L, hi, lua_gettop(L));
-  }
-  lua_pop(L, 1);
-}
-
-/* The count of what the value at vi keeps (a buffer's owner, a kernel's
- * ObjectCode, an event), or NULL when it is already gone (closed, and no
- * graph kept it): counting it then could only free it twice. */
-static int *graph_count(lua_State *L, int vi)
-{
-  cl_Buffer *b = luaL_testudata(L, vi, CL_BUFFER);
-  if (b) {
-    cl_Buffer *owner = b->owner ? b->owner : b;
-    return owner->closed && owner->graph_refs == 0 ? NULL : &owner->graph_refs;
-  }
-  cl_Event *ev = luaL_testudata(L, vi, CL_EVENT);
-  if (ev)
-    return ev->closed && ev->graph_refs == 0 ? NULL : &ev->graph_refs;
-  lua_getiuservalue(L, vi, 1);  /* a kernel's ObjectCode */
-  cl_ObjectCode *o = lua_touserdata(L, -1);
-  lua_pop(L, 1);
-  return o->closed && o->graph_refs == 0 ? NULL : &o->graph_refs;
-}
-
-void cl_graph_refs_add(lua_State *L, int hi, int vi)
-{
-  hi = lua_absindex(L, hi);
-  vi = lua_absindex(L, vi);
-  if (((cl_GraphRefs *)lua_touserdata(L, hi))->released)
-    return;                     /* no graph uses this set any more */
-  if (luaL_testudata(L, vi, CL_GRAPHREFS)) {
-    merge_refs(L, hi, vi);
-    return;
-  }
-  if (luaL_testudata(L, vi, CL_GRAPH)) {
-    push_graph_refs_of(L, vi);
-    if (luaL_testudata(L, -1, CL_GRAPHREFS))
-      merge_refs(L, hi, lua_gettop(L));
-    if (lua_getiuservalue(L, vi, 4) == LUA_TUSERDATA)   /* what updates brought in */
-      merge_refs(L, hi, lua_gettop(L));
-    lua_pop(L, 2);
-    return;
-  }
-  if (luaL_testudata(L, vi, CL_GRAPHDEF)) {   /* a definition adds what it holds */
-    if (lua_getiuservalue(L, vi, 4) == LUA_TUSERDATA)
-      merge_refs(L, hi, lua_gettop(L));
-    lua_pop(L, 1);
-    return;
-  }
-  if (luaL_testudata(L, vi, CL_VIEW) ||       /* a view counts as its buffer, */
-      luaL_testudata(L, vi, CL_TENSORMAP)) {   /* a tensor map as what it encodes */
-    lua_getiuservalue(L, vi, 1);
-    cl_graph_refs_add(L, hi, lua_gettop(L));
-    lua_pop(L, 1);
-    return;
-  }
-  if (!luaL_testudata(L, vi, CL_BUFFER) && !luaL_testudata(L, vi, CL_KERNEL) &&
-      !luaL_testudata(L, vi, CL_EVENT) && !cl_graph_user(L, vi, 0))
-    return;
-  lua_getiuservalue(L, hi, 1);
-  lua_pushvalue(L, vi);
-  int *count;
-  if (lua_rawget(L, -2) != LUA_TNIL)
-    ;                           /* counted already */
-  else if (cl_graph_user(L, vi, 0)) {   /* an array, a texture or a surface: its own count */
-    lua_pushvalue(L, vi);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, -4);
-    cl_graph_user(L, vi, 1);
-  } else if ((count = graph_count(L, vi)) != NULL) {
-    lua_pushvalue(L, vi);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, -4);
-    ++*count;
-  }
-  lua_pop(L, 2);
-}
-
-/* Give the counts back; the set goes with the holder. */
-void cl_graph_refs_release(lua_State *L, int hi)
-{
-  cl_GraphRefs *r = lua_touserdata(L, hi);
-  if (r->released)
-    return;
-  r->released = 1;
-  lua_getiuservalue(L, hi, 1);
-  lua_pushnil(L);
-  while (lua_next(L, -2)) {
-    lua_pop(L, 1);
-    cl_Buffer *b = luaL_testudata(L, -1, CL_BUFFER);
-    cl_Event *ev = b ? NULL : luaL_testudata(L, -1, CL_EVENT);
-    if (b)
-      cl_buffer_graph_release(b);
-    else if (ev)
-      cl_event_graph_release(ev);
-    else if (!cl_graph_user(L, -1, -1)) {
-      lua_getiuservalue(L, -1, 1);
-      cl_objectcode_graph_release(lua_touserdata(L, -1));
-      lua_pop(L, 1);
-    }
-  }
-  lua_pop(L, 1);
-}
-
-static int refs_gc(lua_State *L)
-{
-  cl_graph_refs_release(L, 1);
-  return 0;
-}
-
-/* s at si records into the capture whose GraphRefs is at hi. */
-static void set_capture(lua_State *L, cl_Stream *s, int si, int hi)
-{
-  s->capture = hi ? lua_touserdata(L, hi) : NULL;
-  if (hi)
-    lua_pushvalue(L, hi);
-  else
-    lua_pushnil(L);
-  lua_setiuservalue(L, si, 3);
-}
-
-void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last)
-{
-  si = lua_absindex(L, si);
-  if (!s->capture->capturing) {   /* joined a capture that has ended */
-    set_capture(L, s, si, 0);
-    return;
-  }
-  lua_getiuservalue(L, si, 3);
-  int hi = lua_gettop(L);
-  for (int k = first; k <= last; k++)
-    cl_graph_refs_add(L, hi, k);
-  lua_pop(L, 1);
-}
-
-void cl_capture_record(lua_State *L, cl_Event *ev, int evi, int si)
-{
-  evi = lua_absindex(L, evi);
-  cl_Stream *s = lua_touserdata(L, si);
-  ev->capture = s->capture;
-  lua_getiuservalue(L, si, 3);
-  /* The captured graph may record the event at each launch (a driver
-   * may make a record node of it; the fake driver does): it keeps it. */
-  if (s->capture && s->capture->capturing)
-    cl_graph_refs_add(L, -1, evi);
-  lua_setiuservalue(L, evi, 2);
-}
-
-void cl_capture_join(lua_State *L, int si, int wi)
-{
-  si = lua_absindex(L, si);
-  cl_Event *ev = luaL_testudata(L, wi, CL_EVENT);
-  lua_getiuservalue(L, wi, ev ? 2 : 3);
-  cl_GraphRefs *r = lua_touserdata(L, -1);
-  if (r && r->capturing)
-    set_capture(L, lua_touserdata(L, si), si, lua_gettop(L));
-  else if (ev)
-    ev->capture = NULL;   /* its capture has ended */
-  lua_pop(L, 1);
-}
-
 /* s:begin_capture(["global" | "thread_local" | "relaxed"]) */
 static int stream_begin_capture(lua_State *L)
 {
@@ -284,7 +80,7 @@ static int stream_begin_capture(lua_State *L)
   cl_GraphRefs *r = lua_touserdata(L, -1);
   r->capturing = 1;
   r->origin = s;
-  set_capture(L, s, 1, lua_gettop(L));
+  cl_capture_set(L, s, 1, lua_gettop(L));
   return 0;
 }
 
@@ -378,7 +174,7 @@ static int stream_end_capture(lua_State *L)
     cl_device_activate(L, s->dev);
   if (s->capture) {
     s->capture->capturing = 0;  /* streams that joined it leave it */
-    set_capture(L, s, 1, 0);
+    cl_capture_set(L, s, 1, 0);
   }
   CUresult r = CL_CALL(cuStreamEndCapture, (s->handle, &graph));
   if (r != CUDA_SUCCESS) {
@@ -397,18 +193,6 @@ static int stream_end_capture(lua_State *L)
   }
   lua_settop(L, gi);
   return 1;
-}
-
-/* s (at si) is being closed: a capture it began can never end, so nothing
- * will use what it captured. */
-void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si)
-{
-  if (s->capture && s->capture->origin == s && lua_getiuservalue(L, si, 3) == LUA_TUSERDATA) {
-    s->capture->capturing = 0;
-    cl_graph_refs_release(L, lua_gettop(L));
-  }
-  lua_settop(L, si);
-  s->capture = NULL;
 }
 
 /* g:upload(stream): load the graph on the device ahead of its first launch */
@@ -658,8 +442,6 @@ void cl_open_graph(lua_State *L)
     {"begin_capture", stream_begin_capture}, {"end_capture", stream_end_capture},
     {NULL, NULL}
   };
-  static const luaL_Reg refs_meta[] = {{"__gc", refs_gc}, {NULL, NULL}};
   cl_new_type(L, CL_GRAPH, meta, methods, graph_fields);
-  cl_new_type(L, CL_GRAPHREFS, refs_meta, NULL, NULL);
   cl_add_methods(L, CL_STREAM, stream_methods);
 }

@@ -63,7 +63,6 @@ static pthread_cond_t became_ready = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t became_done = PTHREAD_COND_INITIALIZER;
 static HostCall *ready_head;    /* FIFO: the order the driver reached them */
 static int exiting;             /* the process exits: no call will ever run */
-_Atomic int cl_hostfunc_outstanding;
 static __thread int in_host_function;
 
 /* --- the queue (callers hold the lock) --------------------------------------- */

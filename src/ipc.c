@@ -20,7 +20,6 @@
  * behaviour, so an export holds its buffer the way a graph does
  * (graph_refs): buf:close() then closes it for Lua, and its memory goes
  * back with exp:close(), once the other process has closed its mapping. */
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -45,48 +44,6 @@ typedef struct IpcPoolHandle {
   int closed;
   int fd;
 } IpcPoolHandle;
-
-/* --- this process's shared pools ------------------------------------------------
- *
- * The H200's driver imports a pool of the importing process itself, and a
- * resource over it would destroy the pool its owner still uses (the
- * driver may hand back the very same pool). A descriptor cannot tell whose
- * pool it is (they are anonymous files), so cuda.ipc_pool_open compares
- * the pool it got with the shared pools this process made, and refuses. */
-typedef struct OwnPool {
-  struct OwnPool *next;
-  CUmemoryPool pool;
-} OwnPool;
-
-static OwnPool *own_pools;
-
-void cl_shared_pool_created(CUmemoryPool pool)
-{
-  OwnPool *o = malloc(sizeof *o);
-  if (o == NULL)
-    return;                     /* unknown, so not refused: the driver decides */
-  *o = (OwnPool){own_pools, pool};
-  own_pools = o;
-}
-
-void cl_shared_pool_destroyed(CUmemoryPool pool)
-{
-  for (OwnPool **o = &own_pools; *o;)
-    if ((*o)->pool == pool) {
-      OwnPool *gone = *o;
-      *o = gone->next;
-      free(gone);
-    } else
-      o = &(*o)->next;
-}
-
-static int is_own_pool(CUmemoryPool pool)
-{
-  for (OwnPool *o = own_pools; o; o = o->next)
-    if (o->pool == pool)
-      return 1;
-  return 0;
-}
 
 /* A new descriptor of mr's pool (raises). */
 static int export_pool(lua_State *L, cl_MemoryResource *mr)
@@ -310,7 +267,7 @@ static int cuda_ipc_pool_open(lua_State *L)
   cl_device_activate(L, mr->dev);
   CL_TRY(L, cuMemPoolImportFromShareableHandle,
          (&mr->pool, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-  if (is_own_pool(mr->pool)) {
+  if (cl_shared_pool_is_own(mr->pool)) {
     mr->pool = NULL;            /* its owner's, never destroyed here */
     return luaL_argerror(L, 1, "a pool of this process: only another process imports it");
   }

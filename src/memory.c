@@ -16,7 +16,6 @@
  * A resource's live buffers and bytes are counted here alone: up in
  * allocate, down in cl_mr_release, which a buffer calls when it closes.
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +102,48 @@ void cl_push_default_mr(lua_State *L, int devi)
   lua_remove(L, -2);
 }
 
+/* --- this process's shared pools ------------------------------------------------
+ *
+ * The H200's driver imports a pool of the importing process itself, and a
+ * resource over it would destroy the pool its owner still uses (the
+ * driver may hand back the very same pool). A descriptor cannot tell whose
+ * pool it is (they are anonymous files), so cuda.ipc_pool_open compares
+ * the pool it got with the shared pools this process made, and refuses. */
+typedef struct OwnPool {
+  struct OwnPool *next;
+  CUmemoryPool pool;
+} OwnPool;
+
+static OwnPool *own_pools;
+
+static void shared_pool_created(CUmemoryPool pool)
+{
+  OwnPool *o = malloc(sizeof *o);
+  if (o == NULL)
+    return;                     /* unknown, so not refused: the driver decides */
+  *o = (OwnPool){own_pools, pool};
+  own_pools = o;
+}
+
+static void shared_pool_destroyed(CUmemoryPool pool)
+{
+  for (OwnPool **o = &own_pools; *o;)
+    if ((*o)->pool == pool) {
+      OwnPool *gone = *o;
+      *o = gone->next;
+      free(gone);
+    } else
+      o = &(*o)->next;
+}
+
+int cl_shared_pool_is_own(CUmemoryPool pool)
+{
+  for (OwnPool *o = own_pools; o; o = o->next)
+    if (o->pool == pool)
+      return 1;
+  return 0;
+}
+
 /* A pool at where/id; exportable: other processes can import it through a
  * POSIX file descriptor (cuMemPoolExportToShareableHandle). */
 static CUmemoryPool create_pool(lua_State *L, CUmemLocationType where, int id, int exportable)
@@ -144,7 +185,7 @@ static int cuda_device_mr(lua_State *L)
   mr->owns_pool = 1;
   mr->ipc_pool = exportable;
   if (exportable)
-    cl_shared_pool_created(mr->pool);
+    shared_pool_created(mr->pool);
   mr->closed = 0;
   set_threshold(L, mr->pool, (cuuint64_t)threshold);
   return 1;
@@ -357,139 +398,13 @@ static int mr_allocate(lua_State *L)
   return 1;
 }
 
-/* --- releases: now, or deferred behind host functions ----------------------
- *
- * Some releases wait for the GPU: pool memory with no stream to order it
- * after waits for all work (cuCtxSynchronize), and cuMemFree and
- * cuMemFreeHost may synchronize. A host function pending on a stream
- * only runs at this thread's next wait, so such a release made while one
- * is outstanding (from a finalizer, at any allocation) would wait
- * forever. It is deferred instead: listed here, in malloc'd memory that
- * needs no Lua object, and made at the next wait or cuda.poll() with none
- * outstanding, or when the state closes (device.c's sentinel). Every
- * release makes the deferred ones first, so their order is kept. Each
- * makes its device's primary context current and restores the one that
- * was: a finalizer must not leave another context current under the C
- * function whose allocation ran it. */
-
-typedef enum { FREE_SYNCED, FREE_MANAGED, FREE_PLAIN, FREE_PINNED, CLOSE_IPC, DESTROY_POOL, FREE_VIRTUAL,
-               UNLOAD_LIBRARY, DESTROY_ARRAY, RELEASE_FOREIGN } ReleaseOp;
-
-typedef struct Deferred {
-  struct Deferred *next;
-  ReleaseOp op;
-  CUcontext ctx;                /* the device's primary context, or NULL */
-  CUdeviceptr ptr;
-  CUmemoryPool pool;
-} Deferred;
-
-static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
-static Deferred *deferred_head, **deferred_tail = &deferred_head;
-_Atomic int cl_releases_deferred;
-
-static void release_now(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool)
-{
-  CUcontext was = cl_current_ctx;
-  if (ctx && ctx != was) {
-    if (CL_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS) {
-      if (op == RELEASE_FOREIGN)        /* nothing to wait for: its owner still hears */
-        ((cl_Foreign *)(void *)pool)->release((cl_Foreign *)(void *)pool);
-      return;                   /* no live context: the memory leaks, nothing crashes */
-    }
-    cl_current_ctx = ctx;
-  }
-  switch (op) {
-  case FREE_SYNCED:             /* no stream to order it after: all work first */
-    CL_CALL(cuCtxSynchronize, ());
-    CL_CALL(cuMemFree, (p));
-    break;
-  case FREE_MANAGED:
-  case FREE_PLAIN:              /* cuMemAlloc's (DeviceMemoryResource{pool = false}) */
-    CL_CALL(cuMemFree, (p));
-    break;
-  case CLOSE_IPC:               /* a mapping of another process's memory (ipc.c) */
-    CL_CALL(cuIpcCloseMemHandle, (p));
-    break;
-  case FREE_PINNED:
-    CL_CALL(cuMemFreeHost, ((void *)(uintptr_t)p));
-    break;
-  case DESTROY_POOL:
-    CL_CALL(cuMemPoolDestroy, (pool));
-    break;
-  case UNLOAD_LIBRARY:          /* the H200's driver waits for pending host functions here */
-    CL_CALL(cuLibraryUnload, ((CUlibrary)pool));
-    break;
-  case DESTROY_ARRAY:           /* like cuMemFree, it may wait for the device */
-    CL_CALL(cuArrayDestroy, ((CUarray)pool));
-    break;
-  case RELEASE_FOREIGN:         /* another library's memory (view_foreign.c): after all work */
-    CL_CALL(cuCtxSynchronize, ());
-    ((cl_Foreign *)(void *)pool)->release((cl_Foreign *)(void *)pool);
-    break;
-  case FREE_VIRTUAL:            /* unmapping memory in use is not ordered: all work first */
-    CL_CALL(cuCtxSynchronize, ());
-    cl_vmm_free(p);
-    break;
-  }
-  if (ctx && ctx != was && CL_CALL(cuCtxSetCurrent, (was)) == CUDA_SUCCESS)
-    cl_current_ctx = was;
-}
-
-void cl_release_deferred(void)
-{
-  if (cl_releases_deferred == 0)
-    return;
-  pthread_mutex_lock(&deferred_lock);
-  Deferred *list = deferred_head;
-  deferred_head = NULL;
-  deferred_tail = &deferred_head;
-  cl_releases_deferred = 0;
-  pthread_mutex_unlock(&deferred_lock);
-  while (list) {
-    Deferred *next = list->next;
-    release_now(list->op, list->ctx, list->ptr, list->pool);
-    free(list);
-    list = next;
-  }
-}
-
-/* Release now, or defer while a host function is outstanding (for a
- * release that may wait, or any while others wait in the list). */
-static void release(ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool)
-{
-  if (cl_hostfunc_outstanding > 0 && (op != DESTROY_POOL || cl_releases_deferred > 0)) {
-    Deferred *d = malloc(sizeof *d);
-    if (d) {
-      *d = (Deferred){NULL, op, ctx, p, pool};
-      pthread_mutex_lock(&deferred_lock);
-      *deferred_tail = d;
-      deferred_tail = &d->next;
-      cl_releases_deferred++;
-      pthread_mutex_unlock(&deferred_lock);
-      return;
-    }
-  }                             /* out of memory: now, whatever it costs */
-  cl_release_deferred();
-  release_now(op, ctx, p, pool);
-}
-
-void cl_library_release(CUlibrary lib)
-{
-  release(UNLOAD_LIBRARY, NULL, 0, (CUmemoryPool)(void *)lib);
-}
-
-void cl_array_release(CUcontext ctx, CUarray array)
-{
-  release(DESTROY_ARRAY, ctx, 0, (CUmemoryPool)(void *)array);
-}
-
 /* A closed resource's pool is destroyed once no buffer needs it. */
 static void destroy_pool(cl_MemoryResource *mr)
 {
   if (mr->ipc_pool)
-    cl_shared_pool_destroyed(mr->pool);
+    shared_pool_destroyed(mr->pool);
   if (mr->owns_pool)
-    release(DESTROY_POOL, mr->dev ? mr->dev->ctx : NULL, 0, mr->pool);
+    cl_release(CL_DESTROY_POOL, mr->dev ? mr->dev->ctx : NULL, 0, mr->pool);
   mr->pool = NULL;
   mr->close_pending = 0;
 }
@@ -499,7 +414,7 @@ static void free_memory(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int st
   CUcontext ctx = mr->dev ? mr->dev->ctx : NULL;
   if (mr->foreign) {            /* its owner frees it: tell the owner, once */
     if (mr->foreign->wait && ctx)
-      release(RELEASE_FOREIGN, ctx, p, (CUmemoryPool)(void *)mr->foreign);
+      cl_release(CL_RELEASE_FOREIGN, ctx, p, (CUmemoryPool)(void *)mr->foreign);
     else
       mr->foreign->release(mr->foreign);
     return;
@@ -509,27 +424,27 @@ static void free_memory(cl_MemoryResource *mr, CUdeviceptr p, CUstream s, int st
     free((void *)(uintptr_t)p);
     return;
   case CL_MR_MANAGED:
-    release(FREE_MANAGED, ctx, p, NULL);
+    cl_release(CL_FREE_MANAGED, ctx, p, NULL);
     return;
   default:
     break;
   }
   if (mr->vmm) {
-    release(FREE_VIRTUAL, ctx, p, NULL);
+    cl_release(CL_FREE_VIRTUAL, ctx, p, NULL);
     return;
   }
   if (mr->ipc_opened == CL_IPC_MAPPED)
-    release(CLOSE_IPC, ctx, p, NULL);
+    cl_release(CL_CLOSE_IPC, ctx, p, NULL);
   else if (mr->ipc_opened == CL_IPC_POOL)   /* done before the exporter frees it, as the driver asks */
-    release(FREE_SYNCED, ctx, p, NULL);
+    cl_release(CL_FREE_SYNCED, ctx, p, NULL);
   else if (mr->pool && stream_known)
     CL_CALL(cuMemFreeAsync, (p, s));
   else if (mr->pool)
-    release(FREE_SYNCED, ctx, p, NULL);
+    cl_release(CL_FREE_SYNCED, ctx, p, NULL);
   else if (mr->kind == CL_MR_DEVICE)
-    release(FREE_PLAIN, ctx, p, NULL);
+    cl_release(CL_FREE_PLAIN, ctx, p, NULL);
   else
-    release(FREE_PINNED, ctx, p, NULL);
+    cl_release(CL_FREE_PINNED, ctx, p, NULL);
 }
 
 cl_MemoryResource *cl_push_ipc_mr(lua_State *L, int devi, int how)

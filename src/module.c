@@ -968,4 +968,5 @@ void cl_open_module(lua_State *L)
     {"demangle", cuda_demangle}, {"parse_signature", cuda_parse_signature}, {NULL, NULL}
   };
   luaL_setfuncs(L, functions, 0);
+  cl_lifetimes_objectcode(cl_objectcode_graph_release);
 }

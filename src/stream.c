@@ -394,5 +394,6 @@ void cl_open_stream(lua_State *L)
   };
   cl_new_type(L, CL_STREAM, stream_meta, stream_methods, stream_fields);
   cl_new_type(L, CL_EVENT, event_meta, event_methods, event_fields);
+  cl_lifetimes_event(cl_event_graph_release);
   cl_add_methods(L, CL_DEVICE, device_methods);
 }

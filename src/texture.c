@@ -404,4 +404,5 @@ void cl_open_texture(lua_State *L)
     {"TextureObject", cuda_texture_object}, {"SurfaceObject", cuda_surface_object}, {NULL, NULL}
   };
   cl_setfuncs(L, functions);
+  cl_lifetimes_graph_user(cl_graph_user);
 }

@@ -24,9 +24,10 @@
  *
  * The resource is a cuda.MemoryResource of kind "device" (memory.c), with
  * this file's settings after its struct; its buffers are plain cuda.Buffers
- * whose memory memory.c gives back through cl_vmm_free. The records of the
- * chunks live in malloc'd memory, so a release deferred past the resource's
- * collection (memory.c) still finds them. */
+ * whose memory lifetimes.c gives back through cl_vmm_free (registered in
+ * cl_open_vmm). The records of the chunks live in malloc'd memory, so a
+ * release deferred past the resource's collection (lifetimes.c) still
+ * finds them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,7 +92,7 @@ static void unmap_all(Alloc *a)
 }
 
 /* The other devices' work on a spread allocation first: the caller
- * (memory.c) waited for the first device's. Never raises. */
+ * (lifetimes.c) waited for the first device's. Never raises. */
 static void wait_other_devices(const Spread *sp)
 {
   if (sp->n < 2)
@@ -699,6 +700,7 @@ int cl_numa_option(lua_State *L, int idx, int *pooled)
 
 void cl_open_vmm(lua_State *L)
 {
+  cl_lifetimes_vmm_free(cl_vmm_free);
   static const luaL_Reg functions[] = {
     {"VirtualMemoryResource", cuda_vmm}, {"virtual_memory_info", cuda_vmm_info}, {NULL, NULL}
   };
