@@ -22,39 +22,48 @@ typedef unsigned char Param[8];
 
 static float param_f32(const Param p) { float v; memcpy(&v, p, sizeof v); return v; }
 static uint64_t param_u64(const Param p) { uint64_t v; memcpy(&v, p, sizeof v); return v; }
-static float *param_ptr(const Param p) { return (float *)(uintptr_t)param_u64(p); }
+static unsigned char *param_ptr(const Param p) { return (unsigned char *)(uintptr_t)param_u64(p); }
+
+/* Element i of a float array at any address: a fuzzed slice may be
+ * unaligned, where a GPU faults and a typed load here is undefined. */
+static float load_f32(const unsigned char *a, uint64_t i) { float v; memcpy(&v, a + i * sizeof v, sizeof v); return v; }
+static void store_f32(unsigned char *a, uint64_t i, float v) { memcpy(a + i * sizeof v, &v, sizeof v); }
 
 /* vector_scale(const float *input, float *output, float scale, u64 n) */
 static void vector_scale(Param *p)
 {
-  const float *input = param_ptr(p[0]);
-  float *output = param_ptr(p[1]);
+  const unsigned char *input = param_ptr(p[0]);
+  unsigned char *output = param_ptr(p[1]);
   float scale = param_f32(p[2]);
   for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++) {
-    float val = input[i] * scale;
+    float val = load_f32(input, i) * scale;
     for (int k = 0; k < 50; k++)
       val = sqrtf(val * val + 1.0f);
-    output[i] = val;
+    store_f32(output, i, val);
   }
 }
 
 /* scale_and_bias(float *data, float scale, float bias, u64 n) */
 static void scale_and_bias(Param *p)
 {
-  float *data = param_ptr(p[0]);
+  unsigned char *data = param_ptr(p[0]);
   float scale = param_f32(p[1]), bias = param_f32(p[2]);
   for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++)
-    data[i] = data[i] * scale + bias;
+    store_f32(data, i, load_f32(data, i) * scale + bias);
 }
 
 /* mpi_reduce_<op>_<dtype>(T *acc, const T *in, u64 n) (kernels/mpi_reduce.cu) */
 #define REDUCE_LOOP(T)                                                           \
   do {                                                                           \
-    T *acc = (T *)(uintptr_t)param_u64(p[0]);                                    \
-    const T *in = (const T *)(uintptr_t)param_u64(p[1]);                         \
-    for (uint64_t i = 0, n = param_u64(p[2]); i < n; i++)                        \
-      acc[i] = op == 0 ? (T)(acc[i] + in[i]) : op == 1 ? (in[i] < acc[i] ? in[i] : acc[i]) \
-                                              : (in[i] > acc[i] ? in[i] : acc[i]); \
+    unsigned char *acc = param_ptr(p[0]);                                        \
+    const unsigned char *in = param_ptr(p[1]);                                   \
+    for (uint64_t i = 0, n = param_u64(p[2]); i < n; i++) {                      \
+      T a, b;                   /* by memcpy: the arrays may be unaligned */     \
+      memcpy(&a, acc + i * sizeof a, sizeof a);                                  \
+      memcpy(&b, in + i * sizeof b, sizeof b);                                   \
+      a = op == 0 ? (T)(a + b) : op == 1 ? (b < a ? b : a) : (b > a ? b : a);    \
+      memcpy(acc + i * sizeof a, &a, sizeof a);                                  \
+    }                                                                            \
   } while (0)
 
 static int mpi_reduce(const char *name, Param *p)
@@ -93,7 +102,7 @@ static void tex_fetch(Param *p)
 {
   size_t bytes = 0, pitch = 0;
   const unsigned char *data = fake_object_data(param_u64(p[0]), 0, &bytes, &pitch);
-  unsigned char *out = (unsigned char *)param_ptr(p[1]);   /* bytes: a fuzzed slice may be unaligned */
+  unsigned char *out = param_ptr(p[1]);   /* bytes: a fuzzed slice may be unaligned */
   uint64_t w = param_u64(p[2]);
   const float nan = NAN;
   for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++) {
@@ -108,14 +117,14 @@ static void tex_fetch(Param *p)
 static void surf_fill(Param *p)
 {
   size_t bytes = 0, pitch = 0;
-  float *data = fake_object_data(param_u64(p[0]), 1, &bytes, &pitch);
+  unsigned char *data = fake_object_data(param_u64(p[0]), 1, &bytes, &pitch);
   float value = param_f32(p[1]);
   uint64_t w = param_u64(p[2]);
   for (uint64_t i = 0, n = param_u64(p[3]); data && w && i < n; i++) {
     size_t at = (size_t)(i / w) * pitch + (size_t)(i % w) * sizeof(float);
     float v = value + (float)i;
     if (bytes >= sizeof v && at <= bytes - sizeof v)
-      memcpy((unsigned char *)data + at, &v, sizeof v);
+      memcpy(data + at, &v, sizeof v);
   }
 }
 
