@@ -6,7 +6,7 @@ local t = require "tap"
 local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local seed = t.seed()
-t.plan(74)
+t.plan(78)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -259,6 +259,27 @@ t.raises(function() buf:grow(128 * MiB) end, "cuda.Buffer is closed", "growing a
 local b2 = vmr:allocate(3 * MiB, s)
 b2, vmr, data, back, tail, back_tail = nil
 collectgarbage()
+-- memory mapped read-only (self_access = "r"): a copy, fill or kernel that
+-- writes it faults on a GPU; under the fake it fails as the GPU's would
+-- (CUDA_ERROR_ILLEGAL_ADDRESS) instead of writing the host's protected pages
+-- (the gcstress fuzzer crashed the process in an array copy into one)
+do
+  local ro <close> = cuda.VirtualMemoryResource(dev, {self_access = "r"})
+  local b = ro:allocate(4096, s)
+  local src = dev.memory_resource:allocate(4096, s)
+  src:fill(7, s)
+  local arr = cuda.Array{format = "uint8", channels = 1, width = 4096}
+  for _, case in ipairs{{"a copy", function() b:copy_from(src, s) end}, {"a fill", function() b:fill(1, s) end},
+                        {"an array copy", function() arr:copy_to(b, s) end}} do
+    local ok, err = pcall(case[2])
+    t.ok(not ok and tostring(err):find("CUDA_ERROR_ILLEGAL_ADDRESS", 1, true),
+      case[1] .. " into read-only virtual memory fails as a GPU's would: " .. tostring(err))
+  end
+  local ok = pcall(function() src:copy_from(b, s) end)
+  t.ok(ok, "reading it is allowed")
+  arr:close() src:close(s) b:close(s)
+end
+
 collectgarbage()
 t.is(fakecuda.live().virtual, 0, "every mapping, allocation and range is given back")
 do local l = fakecuda.live(); local parts = {} for k, v in pairs(l) do parts[#parts + 1] = k .. "=" .. tostring(v) end t.diag(table.concat(parts, " ")) end

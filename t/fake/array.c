@@ -148,6 +148,9 @@ CUresult fake_cuMemcpy3DAsync(const CUDA_MEMCPY3D *c, CUstream s)
   for (size_t z = 0; r == CUDA_SUCCESS && z < c->Depth; z++)
     for (size_t y = 0; r == CUDA_SUCCESS && y < c->Height; y++) {
       struct fake_Work w;
+      if (fake_vmm_faults((uintptr_t)(dst.base + z * dst.slice + y * dst.pitch), c->WidthInBytes, 1) ||
+          fake_vmm_faults((uintptr_t)(src.base + z * src.slice + y * src.pitch), c->WidthInBytes, 0))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;   /* a GPU faults: see vmm.c */
       fake_memcpy_item(&w, (CUdeviceptr)(uintptr_t)(dst.base + z * dst.slice + y * dst.pitch),
                        (CUdeviceptr)(uintptr_t)(src.base + z * src.slice + y * src.pitch),
                        c->WidthInBytes);

@@ -84,6 +84,7 @@ struct fake_VmmLog { int created_on[FAKE_VMM_LOG]; size_t ncreated, access_count
 extern struct fake_VmmLog fake_vmm_log;
 /* vmm.c: whether [p, p + n) reaches a freed virtual-memory reservation. */
 int fake_vmm_freed(uintptr_t p, size_t n);
+int fake_vmm_faults(uintptr_t p, size_t n, int write);
 
 /* Work issued to a stream: run at once, or recorded while it captures.
  * A graph's items also carry their node's id (graph.c). */

@@ -236,10 +236,10 @@ CUresult fake_kernel_item(struct fake_Work *w, CUfunction fn, const unsigned gri
     if (offset + size > FAKE_PARAM_BYTES)
       return CUDA_ERROR_INVALID_VALUE;
     memcpy(w->u.kernel.args + offset, params[i], size);
-    for (size_t at = 0; at + 8 <= size; at += 8) {   /* a pointer (or a TMA's) to freed VMM */
+    for (size_t at = 0; at + 8 <= size; at += 8) {   /* a pointer (or a TMA's) to VMM it cannot write */
       uint64_t word;
       memcpy(&word, (const unsigned char *)params[i] + at, 8);
-      if (fake_vmm_freed((uintptr_t)word, 1))
+      if (fake_vmm_faults((uintptr_t)word, 1, 1))
         return CUDA_ERROR_ILLEGAL_ADDRESS;
     }
   }

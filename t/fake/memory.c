@@ -469,7 +469,7 @@ CUresult fake_cuMemFreeHost(void *p)
 CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
   FAKE_ENTER(cuMemcpyAsync);
-  if (fake_vmm_freed(dst, n) || fake_vmm_freed(src, n))
+  if (fake_vmm_faults(dst, n, 1) || fake_vmm_faults(src, n, 0))
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   struct fake_Work w;
   fake_memcpy_item(&w, dst, src, n);
@@ -516,7 +516,7 @@ CUresult fake_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *s
     if (sizes[k] == 0)
       return CUDA_ERROR_INVALID_VALUE;
   for (size_t k = 0; k < count; k++)
-    if (fake_vmm_freed(dsts[k], sizes[k]) || fake_vmm_freed(srcs[k], sizes[k]))
+    if (fake_vmm_faults(dsts[k], sizes[k], 1) || fake_vmm_faults(srcs[k], sizes[k], 0))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
   record_batch(attrs, attrsIdxs, numAttrs, count);
   for (size_t k = 0; k < count; k++) {
@@ -553,7 +553,7 @@ CUresult fake_memset_item(struct fake_Work *w, CUdeviceptr dst, unsigned value, 
 static CUresult memset_work(CUdeviceptr dst, unsigned value, unsigned elem, size_t count,
                             CUstream s)
 {
-  if (fake_vmm_freed(dst, count * elem))
+  if (fake_vmm_faults(dst, count * elem, 1))
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   struct fake_Work w;
   CUresult r = fake_memset_item(&w, dst, value, elem, count);

@@ -28,7 +28,7 @@
 #define HEADROOM ((size_t)256 << 20)
 
 struct Physical { int fd; size_t size; int released, mappings; };
-struct Mapping { uintptr_t va; size_t size; struct Physical *phys; };
+struct Mapping { uintptr_t va; size_t size; struct Physical *phys; int prot; };
 struct Reservation { uintptr_t va; size_t size; };
 
 static struct Physical *physicals[MAX_RECORDS];
@@ -59,6 +59,35 @@ int fake_vmm_freed(uintptr_t p, size_t n)
   for (size_t i = 0; i < QUARANTINE; i++)
     if (freed[i].size && p < freed[i].va + freed[i].size && freed[i].va < p + n)
       return 1;
+  return 0;
+}
+
+/* Whether [p, p + n) can be read (or written, write = 1) by a GPU: not a
+ * freed reservation, and inside a live one only where it is mapped with
+ * that access (cuMemSetAccess). A GPU faults elsewhere; the host that the
+ * fake runs work on would crash, so copies and fills fail instead. */
+int fake_vmm_faults(uintptr_t p, size_t n, int write)
+{
+  if (n == 0)
+    n = 1;
+  if (fake_vmm_freed(p, n))
+    return 1;
+  int need = write ? PROT_WRITE : PROT_READ;
+  for (size_t i = 0; i < MAX_RECORDS; i++) {
+    const struct Reservation *r = &reservations[i];
+    if (!r->size || p >= r->va + r->size || r->va >= p + n)
+      continue;
+    size_t usable = 0;   /* the bytes of [p, p + n) inside r that mappings allow */
+    uintptr_t lo = p > r->va ? p : r->va, hi = p + n < r->va + r->size ? p + n : r->va + r->size;
+    for (size_t k = 0; k < MAX_RECORDS; k++) {
+      const struct Mapping *m = &mappings[k];
+      if (!m->size || !(m->prot & need) || m->va >= hi || lo >= m->va + m->size)
+        continue;
+      usable += (m->va + m->size < hi ? m->va + m->size : hi) - (m->va > lo ? m->va : lo);
+    }
+    if (usable != hi - lo)
+      return 1;
+  }
   return 0;
 }
 
@@ -224,7 +253,7 @@ CUresult fake_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGeneric
       if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, p->fd,
                (off_t)offset) == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
-      mappings[k] = (struct Mapping){ptr, size, p};
+      mappings[k] = (struct Mapping){ptr, size, p, PROT_NONE};
       p->mappings++;
       return CUDA_SUCCESS;
     }
@@ -265,5 +294,10 @@ CUresult fake_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc
     return CUDA_ERROR_INVALID_VALUE;   /* every byte must be mapped */
   int prot = desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
            : desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? PROT_READ : PROT_NONE;
-  return mprotect((void *)(uintptr_t)ptr, size, prot) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (mprotect((void *)(uintptr_t)ptr, size, prot) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < MAX_RECORDS; k++)
+    if (mappings[k].size && mappings[k].va >= ptr && mappings[k].va + mappings[k].size <= ptr + size)
+      mappings[k].prot = prot;
+  return CUDA_SUCCESS;
 }
