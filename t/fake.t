@@ -16,7 +16,7 @@ if os.getenv("FAKE_SUITES") then
   suites = {}
   for name in os.getenv("FAKE_SUITES"):gmatch("%S+") do suites[#suites + 1] = name end
 end
-t.plan(58 + #suites)
+t.plan(59 + #suites)
 
 -- the GPU suites, whole, under the fake; what only a GPU can show may fail:
 -- work still running when the host looks (the fake runs it at issue time),
@@ -141,6 +141,19 @@ extern "C" __global__ void mpi_reduce_sum_float32(float *acc, const float *in, u
   local same = true
   for i = 1, #v do same = same and v[i] == before[i] end
   t.ok(same and #v == 256, "a user kernel named as an emulated one with other parameters changes nothing")
+  -- the bundled kernel told to touch 4x its buffer: a GPU faults past the
+  -- allocation; the fake stops at its end rather than write over the heap
+  local small <close> = dev.memory_resource:allocate(1024, ks)
+  local bias = cuda.PinnedMemoryResource():allocate(1024)
+  bias:view("float32"):fill(1)
+  small:copy_from(bias, ks)
+  local kb = require("cuda.kernels").load(dev, "scale_and_bias.cu", "scale_and_bias")
+  cuda.launch(ks, cfg, kb, small, cuda.f32(2), cuda.f32(1), cuda.u64(1024))
+  small:copy_to(bias, ks)
+  ks:sync()
+  t.ok(bias:view("float32")[256] == 3 and bias:view("float32")[1] == 3,
+    "an emulated kernel given more elements than its buffer holds stops at the buffer's end")
+  bias:close()
 end
 
 -- explicit graphs: every node kind, replayed in insertion order

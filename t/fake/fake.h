@@ -85,6 +85,8 @@ extern struct fake_VmmLog fake_vmm_log;
 /* vmm.c: whether [p, p + n) reaches a freed virtual-memory reservation. */
 int fake_vmm_freed(uintptr_t p, size_t n);
 int fake_vmm_faults(uintptr_t p, size_t n, int write);
+size_t fake_vmm_room(uintptr_t p);
+size_t fake_room(uintptr_t p);
 
 /* Work issued to a stream: run at once, or recorded while it captures.
  * A graph's items also carry their node's id (graph.c). */

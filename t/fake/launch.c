@@ -29,13 +29,24 @@ static unsigned char *param_ptr(const Param p) { return (unsigned char *)(uintpt
 static float load_f32(const unsigned char *a, uint64_t i) { float v; memcpy(&v, a + i * sizeof v, sizeof v); return v; }
 static void store_f32(unsigned char *a, uint64_t i, float v) { memcpy(a + i * sizeof v, &v, sizeof v); }
 
+/* n elements of elem bytes, or fewer: as many as the memory at each of
+ * the arrays holds. A GPU faults past an allocation; the host the fake runs
+ * kernels on would write over its own heap, so the fake stops there. */
+static uint64_t clamp(uint64_t n, size_t elem, const unsigned char *a, const unsigned char *b)
+{
+  size_t room = fake_room((uintptr_t)a) / elem;
+  if (b && fake_room((uintptr_t)b) / elem < room)
+    room = fake_room((uintptr_t)b) / elem;
+  return n < room ? n : room;
+}
+
 /* vector_scale(const float *input, float *output, float scale, u64 n) */
 static void vector_scale(Param *p)
 {
   const unsigned char *input = param_ptr(p[0]);
   unsigned char *output = param_ptr(p[1]);
   float scale = param_f32(p[2]);
-  for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++) {
+  for (uint64_t i = 0, n = clamp(param_u64(p[3]), sizeof(float), input, output); i < n; i++) {
     float val = load_f32(input, i) * scale;
     for (int k = 0; k < 50; k++)
       val = sqrtf(val * val + 1.0f);
@@ -48,7 +59,7 @@ static void scale_and_bias(Param *p)
 {
   unsigned char *data = param_ptr(p[0]);
   float scale = param_f32(p[1]), bias = param_f32(p[2]);
-  for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++)
+  for (uint64_t i = 0, n = clamp(param_u64(p[3]), sizeof(float), data, NULL); i < n; i++)
     store_f32(data, i, load_f32(data, i) * scale + bias);
 }
 
@@ -57,7 +68,7 @@ static void scale_and_bias(Param *p)
   do {                                                                           \
     unsigned char *acc = param_ptr(p[0]);                                        \
     const unsigned char *in = param_ptr(p[1]);                                   \
-    for (uint64_t i = 0, n = param_u64(p[2]); i < n; i++) {                      \
+    for (uint64_t i = 0, n = clamp(param_u64(p[2]), sizeof(T), acc, in); i < n; i++) { \
       T a, b;                   /* by memcpy: the arrays may be unaligned */     \
       memcpy(&a, acc + i * sizeof a, sizeof a);                                  \
       memcpy(&b, in + i * sizeof b, sizeof b);                                   \
@@ -105,7 +116,7 @@ static void tex_fetch(Param *p)
   unsigned char *out = param_ptr(p[1]);   /* bytes: a fuzzed slice may be unaligned */
   uint64_t w = param_u64(p[2]);
   const float nan = NAN;
-  for (uint64_t i = 0, n = param_u64(p[3]); i < n; i++) {
+  for (uint64_t i = 0, n = clamp(param_u64(p[3]), sizeof(float), out, NULL); i < n; i++) {
     size_t at = w ? (size_t)(i / w) * pitch + (size_t)(i % w) * sizeof(float) : SIZE_MAX;
     int inside = data && at <= bytes - sizeof(float) && bytes >= sizeof(float);
     memcpy(out + i * sizeof(float), inside ? data + at : (const unsigned char *)&nan, sizeof(float));

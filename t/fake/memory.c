@@ -172,6 +172,17 @@ static struct Allocation *containing(CUdeviceptr ptr)
   return NULL;
 }
 
+/* The bytes from p to the end of the memory it lies in, for the emulated
+ * kernels (launch.c): a tracked allocation's, else virtual memory's
+ * (vmm.c), SIZE_MAX for memory the fake does not know (a host's own). */
+size_t fake_room(uintptr_t p)
+{
+  for (struct Allocation *a = allocations; a; a = a->next)
+    if (p >= (uintptr_t)a->p && p < (uintptr_t)a->p + a->size)
+      return (uintptr_t)a->p + a->size - p;
+  return fake_vmm_room(p);
+}
+
 CUresult fake_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
 {
   FAKE_ENTER(cuMemGetAddressRange);

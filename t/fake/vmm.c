@@ -62,6 +62,31 @@ int fake_vmm_freed(uintptr_t p, size_t n)
   return 0;
 }
 
+/* The writable bytes from p on in virtual memory: 0 in a freed or a live
+ * reservation where nothing writable is mapped at p, SIZE_MAX outside any. */
+size_t fake_vmm_room(uintptr_t p)
+{
+  if (fake_vmm_freed(p, 1))
+    return 0;
+  for (size_t i = 0; i < MAX_RECORDS; i++) {
+    const struct Reservation *r = &reservations[i];
+    if (!r->size || p < r->va || p >= r->va + r->size)
+      continue;
+    uintptr_t end = p;          /* across back-to-back writable mappings */
+    for (int grew = 1; grew;) {
+      grew = 0;
+      for (size_t k = 0; k < MAX_RECORDS; k++)
+        if (mappings[k].size && (mappings[k].prot & PROT_WRITE) && mappings[k].va <= end &&
+            end < mappings[k].va + mappings[k].size) {
+          end = mappings[k].va + mappings[k].size;
+          grew = 1;
+        }
+    }
+    return end - p;
+  }
+  return SIZE_MAX;
+}
+
 /* Whether [p, p + n) can be read (or written, write = 1) by a GPU: not a
  * freed reservation, and inside a live one only where it is mapped with
  * that access (cuMemSetAccess). A GPU faults elsewhere; the host that the
