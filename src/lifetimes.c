@@ -365,10 +365,8 @@ static void release_now(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryP
 
 _Atomic int cl_captures_in_flight;
 
-void cl_release_deferred(void)
+static void make_deferred(void)
 {
-  if (cl_releases_deferred == 0 || cl_captures_in_flight > 0)
-    return;
   pthread_mutex_lock(&deferred_lock);
   Deferred *list = deferred_head;
   deferred_head = NULL;
@@ -381,6 +379,12 @@ void cl_release_deferred(void)
     free(list);
     list = next;
   }
+}
+
+void cl_release_deferred(void)
+{
+  if (cl_releases_deferred > 0 && cl_captures_in_flight == 0)
+    make_deferred();
 }
 
 /* Whether the release may wait for the GPU (so for host functions). */
@@ -434,6 +438,15 @@ void cl_graph_release(CUgraph graph)
 void cl_capture_begun(void)
 {
   cl_captures_in_flight++;
+}
+
+/* When the Lua state closes (device.c's sentinel): every stream is
+ * finalized by then, so no capture of this state is still in flight, and
+ * what was deferred is made whatever the count says (a leak otherwise). */
+void cl_release_deferred_at_close(void)
+{
+  if (cl_releases_deferred > 0)
+    make_deferred();
 }
 
 void cl_capture_ended(void)
