@@ -857,7 +857,6 @@ void cl_graph_release(CUgraph graph);
 extern _Atomic int cl_captures_in_flight;
 void cl_capture_begun(void);
 void cl_capture_ended(void);
-void cl_release_deferred_at_close(void);
 /* vmm.c registers how a virtual-memory buffer is freed (cl_vmm_free). */
 void cl_lifetimes_vmm_free(void (*free_virtual)(CUdeviceptr p));
 void cl_open_lifetimes(lua_State *L);

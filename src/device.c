@@ -579,7 +579,7 @@ static int sentinel_gc(lua_State *L)
   /* Every holder of a host function was finalized before (they are
    * newer), so no call of this state is outstanding: the releases
    * deferred behind them can wait for the GPU now, in a live context. */
-  cl_release_deferred_at_close();
+  cl_release_deferred();
   lua_getfield(L, LUA_REGISTRYINDEX, DEVICES_KEY);
   if (!lua_istable(L, -1))
     return 0;

@@ -365,8 +365,10 @@ static void release_now(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryP
 
 _Atomic int cl_captures_in_flight;
 
-static void make_deferred(void)
+void cl_release_deferred(void)
 {
+  if (cl_releases_deferred == 0 || cl_captures_in_flight > 0)
+    return;
   pthread_mutex_lock(&deferred_lock);
   Deferred *list = deferred_head;
   deferred_head = NULL;
@@ -379,12 +381,6 @@ static void make_deferred(void)
     free(list);
     list = next;
   }
-}
-
-void cl_release_deferred(void)
-{
-  if (cl_releases_deferred > 0 && cl_captures_in_flight == 0)
-    make_deferred();
 }
 
 /* Whether the release may wait for the GPU (so for host functions). */
@@ -438,15 +434,6 @@ void cl_graph_release(CUgraph graph)
 void cl_capture_begun(void)
 {
   cl_captures_in_flight++;
-}
-
-/* When the Lua state closes (device.c's sentinel): every stream is
- * finalized by then, so no capture of this state is still in flight, and
- * what was deferred is made whatever the count says (a leak otherwise). */
-void cl_release_deferred_at_close(void)
-{
-  if (cl_releases_deferred > 0)
-    make_deferred();
 }
 
 void cl_capture_ended(void)
