@@ -331,7 +331,9 @@ static void advise_preferred(lua_State *L, const cl_MemoryResource *mr, CUdevice
     return;
   CUresult r = CL_CALL(cuMemAdvise, (p, n, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, mr->location));
   if (r != CUDA_SUCCESS) {
-    CL_CALL(cuMemFree, (p));
+    /* cuMemFree may wait for the device (so for host functions outstanding)
+     * and is unsafe during a capture: deferred as any release */
+    cl_release(CL_FREE_MANAGED, NULL, p, NULL);
     cl_raise_detail(L, r, "cuMemAdvise", " (the resource's preferred_location)");
   }
 }
