@@ -411,13 +411,20 @@ static int view_to_dlpack(lua_State *L)
 /* --- the C API (cudalua_dlpack.h): the Lua functions, in protected mode ------- */
 
 /* (tensor, versioned) -> the view: cuda.from_dlpack's arguments made. */
-static int api_push_call(lua_State *L)
+/* Leaves (arg 1, {versioned = arg 2}) on the stack: the options both
+ * Lua functions take. */
+static void api_versioned_options(lua_State *L)
 {
   int versioned = lua_toboolean(L, 2);
   lua_settop(L, 1);
   lua_createtable(L, 0, 1);
   lua_pushboolean(L, versioned);
   lua_setfield(L, -2, "versioned");
+}
+
+static int api_push_call(lua_State *L)
+{
+  api_versioned_options(L);
   return cuda_from_dlpack(L);
 }
 
@@ -445,11 +452,7 @@ static int api_push_legacy(lua_State *L, struct DLManagedTensor *t)
  * upvalues, its view check falls back to the lookup by name. */
 static int api_to_call(lua_State *L)
 {
-  int versioned = lua_toboolean(L, 2);
-  lua_settop(L, 1);
-  lua_createtable(L, 0, 1);
-  lua_pushboolean(L, versioned);
-  lua_setfield(L, -2, "versioned");
+  api_versioned_options(L);
   return view_to_dlpack(L);
 }
 

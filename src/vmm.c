@@ -415,22 +415,26 @@ typedef struct Settings {
   lua_Integer numa;
 } Settings;
 
+/* A choice under either of two names, today's (old) or cuda.core's
+ * (name), def when neither is given; both given and different is refused. */
+static int opt_aliased(lua_State *L, int opti, const char *old, const char *name, const char *def,
+                       const char *const names[])
+{
+  int a = opt_choice(L, opti, old, def, names);
+  int b = opt_choice(L, opti, name, names[a], names);
+  if (a != b && present(L, opti, old))
+    luaL_argerror(L, opti, lua_pushfstring(L, "give %s or %s, not both", old, name));
+  return b;
+}
+
 /* Read the options at opti: today's names (location, access) or
  * cuda.core's (location_type, self_access), not both. */
 static void read_settings(lua_State *L, int opti, Settings *st)
 {
   st->allocation = opt_choice(L, opti, "allocation_type", "pinned", allocation_types);
-  int loc = opt_choice(L, opti, "location", "device", location_types);
-  int loc_type = opt_choice(L, opti, "location_type", location_types[loc], location_types);
-  luaL_argcheck(L, loc == loc_type || !present(L, opti, "location"), opti,
-                "give location or location_type, not both");
-  st->location = loc_type;
+  st->location = opt_aliased(L, opti, "location", "location_type", "device", location_types);
   st->handle = opt_choice(L, opti, "handle_type", "none", handle_types);
-  int acc = opt_choice(L, opti, "access", "rw", accesses);
-  int self = opt_choice(L, opti, "self_access", accesses[acc], accesses);
-  luaL_argcheck(L, acc == self || !present(L, opti, "access"), opti,
-                "give access or self_access, not both");
-  st->access = self;
+  st->access = opt_aliased(L, opti, "access", "self_access", "rw", accesses);
   st->granularity = opt_choice(L, opti, "granularity", "recommended", granularities);
   st->rdma = cl_opt_boolean(L, opti, "gpu_direct_rdma", 0);
   int numa_loc = location_values[st->location] == CU_MEM_LOCATION_TYPE_HOST_NUMA;
