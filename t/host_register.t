@@ -9,7 +9,7 @@ local t = require "tap"
 local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local seed = t.seed()
-t.plan(54)
+t.plan(59)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -116,6 +116,21 @@ t.ok(sreg.read_only and rawequal(sreg.source, str), "reg.source keeps the string
 t.raises(function() cuda.register_host("abc", nil, {read_only = false}) end, "a Lua string is immutable",
          "a string is never registered writable")
 sreg:close()
+
+-- the driver pins what it registers: an address with no memory behind it,
+-- or read-only memory registered writable, fails there as a cuda.Error (the
+-- fake checks /proc/self/maps, so its kernels never write through it)
+local unmapped = cuda.register_host
+for _, case in ipairs{{2426, 64, "an unmapped address"}, {1 << 40, 4096, "an address in no mapping"},
+                      {raw.ptr, 1 << 40, "a range running past its mapping"}} do
+  local ok, err = pcall(unmapped, case[1], case[2], {mapped = true})
+  t.ok(not ok and getmetatable(err) == cuda.Error and err.code == 1, "register_host: " .. case[3] .. ": CUDA_ERROR_INVALID_VALUE")
+end
+local code = cuda.register_host(cuda.ptr(fakecuda.code_address()), 16, {read_only = true})
+t.ok(code.size == 16, "read-only memory registers read_only")
+code:close()
+t.raises(function() cuda.register_host(cuda.ptr(fakecuda.code_address()), 16) end, "CUDA_ERROR_INVALID_VALUE",
+         "read-only memory does not register writable")
 
 -- a buffer closed under its registration keeps its memory until the registration goes
 local keep = host:allocate(4096)

@@ -8,6 +8,7 @@
  * device pointer is its host address. fakecuda.host_registered(address)
  * tells tests what the driver holds (lua.c). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "fake.h"
@@ -28,6 +29,30 @@ static struct Registered *find(uintptr_t lo, uintptr_t hi)
   return NULL;
 }
 
+/* Whether [lo, hi) is all mapped host memory, writable too unless the
+ * registration is read-only: the driver pins the pages and fails on any it
+ * cannot (a raw address a script made up), where the fake's kernels would
+ * write through them and crash the process. /proc/self/maps lists the
+ * mappings in address order. */
+static int pinnable(uintptr_t lo, uintptr_t hi, int read_only)
+{
+  FILE *maps = fopen("/proc/self/maps", "re");
+  if (!maps)
+    return 1;                   /* cannot tell: as before */
+  unsigned long start, end;
+  char perms[8];
+  uintptr_t covered = lo;
+  while (covered < hi && fscanf(maps, "%lx-%lx %7s%*[^\n]", &start, &end, perms) == 3) {
+    if (end <= covered)
+      continue;
+    if (start > covered || perms[0] != 'r' || (!read_only && perms[1] != 'w'))
+      break;
+    covered = end;
+  }
+  fclose(maps);
+  return covered >= hi;
+}
+
 CUresult fake_cuMemHostRegister(void *p, size_t n, unsigned int flags)
 {
   FAKE_ENTER(cuMemHostRegister);
@@ -41,6 +66,8 @@ CUresult fake_cuMemHostRegister(void *p, size_t n, unsigned int flags)
     return CUDA_ERROR_INVALID_VALUE;
   if (find(lo, lo + n))
     return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  if (!pinnable(lo, lo + n, (flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0))
+    return CUDA_ERROR_INVALID_VALUE;
   struct Registered *r = malloc(sizeof *r);
   if (!r)
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -86,6 +86,14 @@ static int host_registered(lua_State *L)
   return 3;
 }
 
+/* fakecuda.code_address(): an address in this library's code, memory a
+ * process may read but not write (t/host_register.t) */
+static int code_address(lua_State *L)
+{
+  lua_pushinteger(L, (lua_Integer)(uintptr_t)&code_address);
+  return 1;
+}
+
 /* fakecuda.texture(handle): {filter_mode, address_mode = {x, y, z},
  * flags, max_anisotropy, border_color = {r, g, b, a}, resource = "array" |
  * "linear" | "pitch2d", width, height, pitch, size, format, channels,
@@ -252,6 +260,7 @@ int luaopen_fakecuda(lua_State *L)
     {"context_usable", context_usable}, {"texture", texture}, {"last_batch", last_batch},
     {"last_advise", last_advise}, {"last_mem_create", last_mem_create},
     {"vmm_log", vmm_log}, {"host_registered", host_registered},
+    {"code_address", code_address},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);
