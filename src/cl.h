@@ -817,8 +817,9 @@ void cl_graph_refs_release(lua_State *L, int hi);
  * (0: into none). */
 void cl_capture_set(lua_State *L, cl_Stream *s, int si, int hi);
 /* The stream s at si is being closed (stream.c): an unfinished capture it
- * began releases what it captured. */
-void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si);
+ * began releases what it captured. Returns whether it ended such a
+ * capture: cl_capture_ended is then due once the stream is destroyed. */
+int cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si);
 /* Operations on a capturing stream s (at si) keep values first..last. */
 void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last);
 /* ev (at evi) was recorded on the capturing s (at si), and s (at si) waits
@@ -839,10 +840,23 @@ void cl_lifetimes_graph_user(int (*user)(lua_State *L, int i, int delta));
  * cl_Foreign that the op gives back (ptr, for memory: its address). */
 typedef enum { CL_FREE_SYNCED, CL_FREE_MANAGED, CL_FREE_PLAIN, CL_FREE_PINNED, CL_CLOSE_IPC,
                CL_DESTROY_POOL, CL_FREE_VIRTUAL, CL_UNLOAD_LIBRARY, CL_DESTROY_ARRAY,
-               CL_RELEASE_FOREIGN } cl_ReleaseOp;
+               CL_RELEASE_FOREIGN, CL_DESTROY_GRAPH_EXEC, CL_DESTROY_GRAPH,
+               CL_FREE_GRAPH_MEMORY } cl_ReleaseOp;
 void cl_release(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool);
 void cl_library_release(CUlibrary lib);
 void cl_array_release(CUcontext ctx, CUarray array);
+void cl_graph_exec_release(CUgraphExec exec);
+void cl_graph_release(CUgraph graph);
+/* Stream captures in flight (begun by s:begin_capture, not yet ended or
+ * abandoned). While there are any, every release is deferred: the driver
+ * counts frees, destroys and synchronizes made during a capture as
+ * "potentially unsafe" and invalidates the capture. cl_capture_begun
+ * counts one after cuStreamBeginCapture; cl_capture_ended after its
+ * cuStreamEndCapture (or cuStreamDestroy) makes the deferred releases
+ * when it was the last. Neither raises nor runs Lua. */
+extern _Atomic int cl_captures_in_flight;
+void cl_capture_begun(void);
+void cl_capture_ended(void);
 /* vmm.c registers how a virtual-memory buffer is freed (cl_vmm_free). */
 void cl_lifetimes_vmm_free(void (*free_virtual)(CUdeviceptr p));
 void cl_open_lifetimes(lua_State *L);

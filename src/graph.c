@@ -77,6 +77,7 @@ static int stream_begin_capture(lua_State *L)
   cl_Stream *s = cl_check_stream(L, 1);
   cl_device_activate(L, s->dev);
   CL_TRY(L, cuStreamBeginCapture, (s->handle, values[mode]));
+  cl_capture_begun();           /* releases wait until it ends */
   cl_GraphRefs *r = lua_touserdata(L, -1);
   r->capturing = 1;
   r->origin = s;
@@ -100,7 +101,7 @@ void cl_graph_instantiate(lua_State *L, int gi, CUgraph graph, int owns_graph, i
   CUresult r = CL_CALL(cuGraphInstantiateWithFlags, (&g->exec, graph, flags));
   if (r != CUDA_SUCCESS) {
     if (owns_graph) {           /* a capture's graph: nothing will use what it captured */
-      CL_CALL(cuGraphDestroy, (graph));
+      cl_graph_release(graph);
       if (refs)
         cl_graph_refs_release(L, refs);
     }
@@ -172,11 +173,14 @@ static int stream_end_capture(lua_State *L)
     cl_green_activate(L, s->green);
   else
     cl_device_activate(L, s->dev);
+  int counted = s->capture != NULL;   /* begun by s:begin_capture: cl_capture_begun */
   if (s->capture) {
     s->capture->capturing = 0;  /* streams that joined it leave it */
     cl_capture_set(L, s, 1, 0);
   }
   CUresult r = CL_CALL(cuStreamEndCapture, (s->handle, &graph));
+  if (counted)
+    cl_capture_ended();         /* the releases deferred during it are made */
   if (r != CUDA_SUCCESS) {
     if (refs)
       cl_graph_refs_release(L, refs);   /* no graph will use what it captured */
@@ -364,9 +368,9 @@ static int graph_close(lua_State *L)
   Graph *g = luaL_checkudata(L, 1, CL_GRAPH);
   if (!g->closed) {
     g->closed = 1;
-    CL_CALL(cuGraphExecDestroy, (g->exec));
+    cl_graph_exec_release(g->exec);   /* deferred while a capture is in flight */
     if (g->owns_graph)
-      CL_CALL(cuGraphDestroy, (g->graph));
+      cl_graph_release(g->graph);
     if (g->green)
       cl_green_graph_closed(g->green);
     if (lua_getiuservalue(L, 1, 2) == LUA_TUSERDATA) {

@@ -550,7 +550,7 @@ static int builder_close(lua_State *L)
   if (!b->closed) {
     b->closed = 1;
     if (b->parent == NULL)      /* a conditional body is its node's */
-      CL_CALL(cuGraphDestroy, (b->graph));
+      cl_graph_release(b->graph);   /* deferred while a capture is in flight */
     b->graph = NULL;
     release_if_unused(L, 1, b);
   }

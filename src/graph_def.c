@@ -247,7 +247,7 @@ static int def_close(lua_State *L)
   GraphDef *d = luaL_checkudata(L, 1, CL_GRAPHDEF);
   if (!d->closed) {
     d->closed = 1;
-    CL_CALL(cuGraphDestroy, (d->graph));   /* its executables do not need it */
+    cl_graph_release(d->graph);   /* its executables do not need it */
     d->graph = NULL;
     release_if_unused(L, 1, d);
   }

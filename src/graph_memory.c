@@ -130,10 +130,17 @@ static void count_out(cl_Buffer *b)
 
 /* A live allocation whose buffer closes without a stream (or is
  * collected): freed on the stream of its launch, else the legacy
- * stream. Never raises: it runs in finalizers. */
+ * stream. Never raises: it runs in finalizers. While a capture is in
+ * flight that stream may be the capturing one (the free would become a
+ * node of an unrelated graph) and the legacy stream would invalidate
+ * it: the free waits for the capture's end (lifetimes.c). */
 static void free_live(cl_Buffer *b)
 {
   CUcontext was = cl_current_ctx, ctx = b->mr->dev->ctx;
+  if (cl_captures_in_flight > 0) {
+    cl_release(CL_FREE_GRAPH_MEMORY, ctx, b->ptr, NULL);
+    return;
+  }
   if (ctx && ctx != was && CL_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS)
     return;                     /* no live context: nothing to free it in */
   CUstream on = b->stream && !b->stream->closed ? b->stream->handle : NULL;

@@ -251,14 +251,17 @@ void cl_capture_join(lua_State *L, int si, int wi)
 
 /* s (at si) is being closed: a capture it began can never end, so nothing
  * will use what it captured. */
-void cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si)
+int cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si)
 {
+  int ended = 0;
   if (s->capture && s->capture->origin == s && lua_getiuservalue(L, si, 3) == LUA_TUSERDATA) {
+    ended = s->capture->capturing;
     s->capture->capturing = 0;
     cl_graph_refs_release(L, lua_gettop(L));
   }
   lua_settop(L, si);
   s->capture = NULL;
+  return ended;
 }
 
 /* Host functions issued and not yet run or released (hostfunc.c counts
@@ -275,7 +278,16 @@ _Atomic int cl_hostfunc_outstanding;
  * forever. It is deferred instead: listed here, in malloc'd memory that
  * needs no Lua object, and made at the next wait or cuda.poll() with none
  * outstanding, or when the state closes (device.c's sentinel). Every
- * release makes the deferred ones first, so their order is kept. Each
+ * release makes the deferred ones first, so their order is kept.
+ *
+ * Every release is deferred too while a stream capture is in flight in
+ * this process: the driver calls frees, destroys and synchronizes
+ * "potentially unsafe" during a capture begun in global (or this
+ * thread's thread-local) mode, and invalidates the capture (its
+ * cuStreamEndCapture fails). A finalizer may run at any allocation, so
+ * inside any capture; its releases wait here until the last capture
+ * ends (cl_capture_ended, in end_capture's C function or a capturing
+ * stream's close), and cl_release_deferred makes none before. Each
  * makes its device's primary context current and restores the one that
  * was: a finalizer must not leave another context current under the C
  * function whose allocation ran it. */
@@ -335,14 +347,27 @@ static void release_now(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryP
     CL_CALL(cuCtxSynchronize, ());
     vmm_free(p);
     break;
+  case CL_DESTROY_GRAPH_EXEC:
+    CL_CALL(cuGraphExecDestroy, ((CUgraphExec)(void *)pool));
+    break;
+  case CL_DESTROY_GRAPH:
+    CL_CALL(cuGraphDestroy, ((CUgraph)(void *)pool));
+    break;
+  case CL_FREE_GRAPH_MEMORY:    /* a launch's graph memory, deferred past a capture: its
+                                 * launch stream may be gone, so after all work */
+    CL_CALL(cuCtxSynchronize, ());
+    CL_CALL(cuMemFreeAsync, (p, CU_STREAM_LEGACY));
+    break;
   }
   if (ctx && ctx != was && CL_CALL(cuCtxSetCurrent, (was)) == CUDA_SUCCESS)
     cl_current_ctx = was;
 }
 
+_Atomic int cl_captures_in_flight;
+
 void cl_release_deferred(void)
 {
-  if (cl_releases_deferred == 0)
+  if (cl_releases_deferred == 0 || cl_captures_in_flight > 0)
     return;
   pthread_mutex_lock(&deferred_lock);
   Deferred *list = deferred_head;
@@ -358,11 +383,19 @@ void cl_release_deferred(void)
   }
 }
 
-/* Release now, or defer while a host function is outstanding (for a
- * release that may wait, or any while others wait in the list). */
+/* Whether the release may wait for the GPU (so for host functions). */
+static int may_wait(cl_ReleaseOp op)
+{
+  return op != CL_DESTROY_POOL && op != CL_DESTROY_GRAPH_EXEC && op != CL_DESTROY_GRAPH;
+}
+
+/* Release now, or defer: while a capture is in flight, and while a host
+ * function is outstanding (for a release that may wait, or any while
+ * others wait in the list). */
 void cl_release(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool)
 {
-  if (cl_hostfunc_outstanding > 0 && (op != CL_DESTROY_POOL || cl_releases_deferred > 0)) {
+  if (cl_captures_in_flight > 0 ||
+      (cl_hostfunc_outstanding > 0 && (may_wait(op) || cl_releases_deferred > 0))) {
     Deferred *d = malloc(sizeof *d);
     if (d) {
       *d = (Deferred){NULL, op, ctx, p, pool};
@@ -386,6 +419,27 @@ void cl_library_release(CUlibrary lib)
 void cl_array_release(CUcontext ctx, CUarray array)
 {
   cl_release(CL_DESTROY_ARRAY, ctx, 0, (CUmemoryPool)(void *)array);
+}
+
+void cl_graph_exec_release(CUgraphExec exec)
+{
+  cl_release(CL_DESTROY_GRAPH_EXEC, NULL, 0, (CUmemoryPool)(void *)exec);
+}
+
+void cl_graph_release(CUgraph graph)
+{
+  cl_release(CL_DESTROY_GRAPH, NULL, 0, (CUmemoryPool)(void *)graph);
+}
+
+void cl_capture_begun(void)
+{
+  cl_captures_in_flight++;
+}
+
+void cl_capture_ended(void)
+{
+  if (--cl_captures_in_flight == 0 && cl_hostfunc_outstanding == 0)
+    cl_release_deferred();      /* else at the next wait with none outstanding */
 }
 
 void cl_open_lifetimes(lua_State *L)

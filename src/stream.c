@@ -241,9 +241,11 @@ static int stream_close(lua_State *L)
   cl_Stream *s = luaL_checkudata(L, 1, CL_STREAM);
   if (!s->closed && !s->is_default) {
     s->closed = 1;
-    cl_capture_stream_closed(L, s, 1);
-    CL_CALL(cuStreamDestroy, (s->handle));
+    int ended = cl_capture_stream_closed(L, s, 1);
+    CL_CALL(cuStreamDestroy, (s->handle));   /* ends the driver's capture */
     s->handle = NULL;
+    if (ended)
+      cl_capture_ended();
   }
   return 0;
 }

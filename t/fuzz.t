@@ -406,6 +406,21 @@ local actions = {
   function() local s, e = pick("stream"), pick("event"); if s and e then
       s:begin_capture(); s:record(e); graph_buffer():fill(cuda.u8(2), s); add("graph", s:end_capture()) end end,
   function() local b = pick("builder"); if b then return b.node_count, tostring(b), b[1] end end,
+  function() local s = pick("stream"); if s then   -- a collection inside a capture: the finalizers'
+      for _ = 1, math.random(0, 3) do                 -- frees and destroys wait for its end
+        local list = pool[({"buffer", "graph", "mr", "builder", "def", "gbuf"})[math.random(6)]]
+        if list and #list > 0 then table.remove(list, math.random(#list)) end
+      end
+      s:begin_capture(({"global", "thread_local", "relaxed"})[math.random(3)])
+      graph_buffer():fill(cuda.u8(4), s)
+      collectgarbage()
+      local ok, g = pcall(s.end_capture, s)
+      if not ok and tostring(g):find("INVALIDATED", 1, true) then   -- not a string: the run fails
+        local why = "a collection inside a capture invalidated it: " .. tostring(g)
+        error(setmetatable({}, {__tostring = function() return why end}))
+      end
+      if not ok then error(g, 0) end
+      add("graph", g) end end,
   function() local g = pick("graph"); if g then return g.node_count, tostring(g), g[1] end end,
   function() if fakecuda then
       local names = fakecuda.names(); fakecuda.fail(names[math.random(#names)], math.random(1, 5)) end end,

@@ -78,6 +78,7 @@ CUresult fake_cuArray3DCreate(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
 CUresult fake_cuArrayDestroy(CUarray a)
 {
   FAKE_ENTER(cuArrayDestroy);
+  fake_capture_unsafe();
   fake_host_wait();              /* a free may wait for the device, so for host functions */
   if (!array_valid(a))
     return CUDA_ERROR_INVALID_HANDLE;

@@ -260,6 +260,7 @@ CUresult fake_cuCtxSetCurrent(CUcontext ctx)
 CUresult fake_cuCtxSynchronize(void)
 {
   FAKE_ENTER(cuCtxSynchronize);
+  fake_capture_unsafe();
   CUresult r = fake_ctx_usable();
   if (r == CUDA_SUCCESS)
     fake_host_wait();

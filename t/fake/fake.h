@@ -131,6 +131,7 @@ void fake_run(const struct fake_Work *w);
 void fake_event_stamp(CUevent ev);
 int fake_stream_valid(CUstream s);
 int fake_stream_capturing(CUstream s);
+void fake_capture_unsafe(void);   /* invalidates the captures an unsafe call breaks */
 int fake_event_valid(CUevent ev);
 CUresult fake_stream_create(CUstream *s, unsigned flags);
 

@@ -497,6 +497,7 @@ CUresult fake_cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphExecUpdateRe
 CUresult fake_cuGraphExecDestroy(CUgraphExec exec)
 {
   FAKE_ENTER(cuGraphExecDestroy);
+  fake_capture_unsafe();
   if (!exec_valid(exec))
     return CUDA_ERROR_INVALID_VALUE;
   fake_unkeep(exec);
@@ -510,6 +511,7 @@ CUresult fake_cuGraphExecDestroy(CUgraphExec exec)
 CUresult fake_cuGraphDestroy(CUgraph g)
 {
   FAKE_ENTER(cuGraphDestroy);
+  fake_capture_unsafe();
   if (!graph_valid(g))
     return CUDA_ERROR_INVALID_VALUE;
   fake_graph_destroy(g);

@@ -219,6 +219,7 @@ CUresult fake_cuLibraryUnload(CUlibrary lib)
 {
   fake_host_wait();              /* as the H200's driver: it waits for pending host functions */
   FAKE_ENTER(cuLibraryUnload);
+  fake_capture_unsafe();
   if (!lib)
     return CUDA_ERROR_INVALID_VALUE;
   while (lib->kernels) {

@@ -320,6 +320,7 @@ CUresult fake_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 CUresult fake_cuMemPoolDestroy(CUmemoryPool pool)
 {
   FAKE_ENTER(cuMemPoolDestroy);
+  fake_capture_unsafe();
   if (!pool || pool->is_default)
     return CUDA_ERROR_INVALID_VALUE;
   for (struct Allocation *a = allocations; a; a = a->next)
@@ -434,6 +435,8 @@ CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s)
   FAKE_ENTER(cuMemFreeAsync);
   if (!fake_stream_valid(s))
     return CUDA_ERROR_INVALID_HANDLE;
+  if (s == NULL || s == CU_STREAM_LEGACY)   /* the legacy stream waits for capturing streams */
+    fake_capture_unsafe();
   if (fake_graph_mem_owns(p))
     return fake_graph_mem_free(p, s);
   return release((void *)(uintptr_t)p, 0);
@@ -442,6 +445,7 @@ CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s)
 CUresult fake_cuMemFree(CUdeviceptr p)
 {
   FAKE_ENTER(cuMemFree);
+  fake_capture_unsafe();
   fake_host_wait();              /* a free may wait for the device, so for host functions */
   if (fake_ctx_usable() != CUDA_SUCCESS)
     return fake_ctx_usable();
@@ -470,6 +474,7 @@ CUresult fake_cuMemHostAlloc(void **p, size_t n, unsigned int flags)
 CUresult fake_cuMemFreeHost(void *p)
 {
   FAKE_ENTER(cuMemFreeHost);
+  fake_capture_unsafe();
   fake_host_wait();              /* a free may wait for the device, so for host functions */
   if (fake_ctx_usable() != CUDA_SUCCESS)
     return fake_ctx_usable();

@@ -25,6 +25,9 @@ struct CUstream_st {
   struct CUstream_st *next;   /* every live stream, to end joined captures */
   CUgraph capture;            /* the graph this stream records into */
   int capture_origin;
+  int capture_invalid;        /* an unsafe call was made during it (fake_capture_unsafe) */
+  CUstreamCaptureMode capture_mode;
+  pthread_t capture_thread;   /* the thread that began it */
 };
 
 struct CUevent_st {
@@ -360,7 +363,24 @@ CUresult fake_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
     return CUDA_ERROR_ILLEGAL_STATE;
   CUresult r = fake_graph_new(&s->capture);
   s->capture_origin = r == CUDA_SUCCESS;
+  s->capture_invalid = 0;
+  s->capture_mode = mode;
+  s->capture_thread = pthread_self();
   return r;
+}
+
+/* A "potentially unsafe" call (a synchronous free or destroy, a context
+ * synchronize, work on the legacy stream) was made: as on a GPU, it
+ * invalidates every capture begun in global mode, and the calling
+ * thread's thread-local ones; their cuStreamEndCapture fails. */
+void fake_capture_unsafe(void)
+{
+  for (struct CUstream_st *o = streams; o; o = o->next)
+    if (o->capture_origin &&
+        (o->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+         (o->capture_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+          pthread_equal(o->capture_thread, pthread_self()))))
+      o->capture_invalid = 1;
 }
 
 CUresult fake_cuStreamEndCapture(CUstream s, CUgraph *graph)
@@ -373,6 +393,11 @@ CUresult fake_cuStreamEndCapture(CUstream s, CUgraph *graph)
     if (o->capture == *graph)
       o->capture = NULL;
   s->capture_origin = 0;
+  if (s->capture_invalid) {     /* the capture ends, and its graph with it */
+    fake_graph_destroy(*graph);
+    *graph = NULL;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
   return CUDA_SUCCESS;
 }
 
