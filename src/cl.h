@@ -804,6 +804,7 @@ typedef struct cl_GraphRefs {
   int released;                 /* the counts were given back */
   int capturing;                /* a capture still adds to it */
   const cl_Stream *origin;      /* the stream whose capture fills it, or NULL */
+  int counted;                  /* its capture counts in cl_captures_in_flight */
 } cl_GraphRefs;                 /* user value 1: the set {[value] = true} */
 void cl_push_graph_refs(lua_State *L);
 /* Add the value at vi (buffers, kernels and events count; a graph or a
@@ -817,9 +818,10 @@ void cl_graph_refs_release(lua_State *L, int hi);
  * (0: into none). */
 void cl_capture_set(lua_State *L, cl_Stream *s, int si, int hi);
 /* The stream s at si is being closed (stream.c): an unfinished capture it
- * began releases what it captured. Returns whether it ended such a
- * capture: cl_capture_ended is then due once the stream is destroyed. */
-int cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si);
+ * began releases what it captured. Returns that capture's GraphRefs (kept
+ * by the stream) or NULL: cl_capture_ended is due for it once the stream
+ * is destroyed. */
+cl_GraphRefs *cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si);
 /* Operations on a capturing stream s (at si) keep values first..last. */
 void cl_capture_keep(lua_State *L, cl_Stream *s, int si, int first, int last);
 /* ev (at evi) was recorded on the capturing s (at si), and s (at si) waits
@@ -851,12 +853,14 @@ void cl_graph_release(CUgraph graph);
  * abandoned). While there are any, every release is deferred: the driver
  * counts frees, destroys and synchronizes made during a capture as
  * "potentially unsafe" and invalidates the capture. cl_capture_begun
- * counts one after cuStreamBeginCapture; cl_capture_ended after its
- * cuStreamEndCapture (or cuStreamDestroy) makes the deferred releases
- * when it was the last. Neither raises nor runs Lua. */
+ * counts the capture whose GraphRefs is r after cuStreamBeginCapture;
+ * cl_capture_ended, after its cuStreamEndCapture or cuStreamDestroy (or
+ * when r is collected), uncounts it once, whichever path comes first, and
+ * makes the deferred releases when it was the last. Neither raises nor
+ * runs Lua. */
 extern _Atomic int cl_captures_in_flight;
-void cl_capture_begun(void);
-void cl_capture_ended(void);
+void cl_capture_begun(cl_GraphRefs *r);
+void cl_capture_ended(cl_GraphRefs *r);
 /* vmm.c registers how a virtual-memory buffer is freed (cl_vmm_free). */
 void cl_lifetimes_vmm_free(void (*free_virtual)(CUdeviceptr p));
 void cl_open_lifetimes(lua_State *L);

@@ -77,8 +77,8 @@ static int stream_begin_capture(lua_State *L)
   cl_Stream *s = cl_check_stream(L, 1);
   cl_device_activate(L, s->dev);
   CL_TRY(L, cuStreamBeginCapture, (s->handle, values[mode]));
-  cl_capture_begun();           /* releases wait until it ends */
   cl_GraphRefs *r = lua_touserdata(L, -1);
+  cl_capture_begun(r);          /* releases wait until it ends */
   r->capturing = 1;
   r->origin = s;
   cl_capture_set(L, s, 1, lua_gettop(L));
@@ -173,14 +173,13 @@ static int stream_end_capture(lua_State *L)
     cl_green_activate(L, s->green);
   else
     cl_device_activate(L, s->dev);
-  int counted = s->capture != NULL;   /* begun by s:begin_capture: cl_capture_begun */
+  cl_GraphRefs *own = s->capture;   /* begun by s:begin_capture: counted */
   if (s->capture) {
     s->capture->capturing = 0;  /* streams that joined it leave it */
     cl_capture_set(L, s, 1, 0);
   }
   CUresult r = CL_CALL(cuStreamEndCapture, (s->handle, &graph));
-  if (counted)
-    cl_capture_ended();         /* the releases deferred during it are made */
+  cl_capture_ended(own);        /* the releases deferred during it are made */
   if (r != CUDA_SUCCESS) {
     if (refs)
       cl_graph_refs_release(L, refs);   /* no graph will use what it captured */

@@ -64,7 +64,7 @@ void cl_lifetimes_vmm_free(void (*free_virtual)(CUdeviceptr p))
 void cl_push_graph_refs(lua_State *L)
 {
   cl_GraphRefs *r = lua_newuserdatauv(L, sizeof *r, 1);
-  r->released = r->capturing = 0;
+  r->released = r->capturing = r->counted = 0;
   r->origin = NULL;
   lua_newtable(L);
   lua_setiuservalue(L, -2, 1);
@@ -194,6 +194,7 @@ void cl_graph_refs_release(lua_State *L, int hi)
 
 static int refs_gc(lua_State *L)
 {
+  cl_capture_ended(lua_touserdata(L, 1));   /* a capture nothing can end any more */
   cl_graph_refs_release(L, 1);
   return 0;
 }
@@ -242,8 +243,11 @@ void cl_capture_join(lua_State *L, int si, int wi)
   cl_Event *ev = luaL_testudata(L, wi, CL_EVENT);
   lua_getiuservalue(L, wi, ev ? 2 : 3);
   cl_GraphRefs *r = lua_touserdata(L, -1);
-  if (r && r->capturing)
-    cl_capture_set(L, lua_touserdata(L, si), si, lua_gettop(L));
+  cl_Stream *s = lua_touserdata(L, si);
+  /* never away from a capture of its own (the driver refuses that merge):
+   * its GraphRefs, and the count of captures, would be lost */
+  if (r && r->capturing && !(s->capture && s->capture->capturing && s->capture != r))
+    cl_capture_set(L, s, si, lua_gettop(L));
   else if (ev)
     ev->capture = NULL;   /* its capture has ended */
   lua_pop(L, 1);
@@ -251,11 +255,11 @@ void cl_capture_join(lua_State *L, int si, int wi)
 
 /* s (at si) is being closed: a capture it began can never end, so nothing
  * will use what it captured. */
-int cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si)
+cl_GraphRefs *cl_capture_stream_closed(lua_State *L, cl_Stream *s, int si)
 {
-  int ended = 0;
+  cl_GraphRefs *ended = NULL;
   if (s->capture && s->capture->origin == s && lua_getiuservalue(L, si, 3) == LUA_TUSERDATA) {
-    ended = s->capture->capturing;
+    ended = s->capture;
     s->capture->capturing = 0;
     cl_graph_refs_release(L, lua_gettop(L));
   }
@@ -431,13 +435,17 @@ void cl_graph_release(CUgraph graph)
   cl_release(CL_DESTROY_GRAPH, NULL, 0, (CUmemoryPool)(void *)graph);
 }
 
-void cl_capture_begun(void)
+void cl_capture_begun(cl_GraphRefs *r)
 {
+  r->counted = 1;
   cl_captures_in_flight++;
 }
 
-void cl_capture_ended(void)
+void cl_capture_ended(cl_GraphRefs *r)
 {
+  if (!r || !r->counted)
+    return;
+  r->counted = 0;
   if (--cl_captures_in_flight == 0 && cl_hostfunc_outstanding == 0)
     cl_release_deferred();      /* else at the next wait with none outstanding */
 }

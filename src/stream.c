@@ -241,11 +241,10 @@ static int stream_close(lua_State *L)
   cl_Stream *s = luaL_checkudata(L, 1, CL_STREAM);
   if (!s->closed && !s->is_default) {
     s->closed = 1;
-    int ended = cl_capture_stream_closed(L, s, 1);
+    cl_GraphRefs *ended = cl_capture_stream_closed(L, s, 1);
     CL_CALL(cuStreamDestroy, (s->handle));   /* ends the driver's capture */
     s->handle = NULL;
-    if (ended)
-      cl_capture_ended();
+    cl_capture_ended(ended);
   }
   return 0;
 }

@@ -107,6 +107,29 @@ local g2 = s2:end_capture()
 t.is(live().allocations, base.allocations, "the last ended: released")
 g1:close(); g2:close()
 
+-- A capturing stream that waits on another capture's event: the driver
+-- refuses the merge, and each capture still counts until its own end.
+garbage_then_capture(s)
+s2:begin_capture()
+local ev2 = dev:create_event()
+s2:record(ev2)
+t.raises(function() s:wait(ev2) end, "CUDA_ERROR_STREAM_CAPTURE_MERGE", "a capture waits on another's event: refused")
+t.raises(function() s:wait(s2) end, "CUDA_ERROR_STREAM_CAPTURE_MERGE", "or on another capturing stream")
+s2:end_capture():close()
+collectgarbage(); collectgarbage()
+t.ok(live().allocations > base.allocations, "the first capture still defers")
+s:end_capture():close()
+t.is(live().allocations, base.allocations, "and its end makes the releases (the count did not stick)")
+ev2:close()
+
+-- A capturing stream collected without an end: its capture is uncounted
+-- once, the releases made.
+garbage_then_capture(dev:create_stream())
+collectgarbage(); collectgarbage(); collectgarbage()
+for _, k in ipairs(KINDS) do
+  t.is(live()[k], base[k], "a capturing stream collected: the releases are made: " .. k)
+end
+
 -- A g:close() inside a capture defers its destroys too.
 local gclosed = (function() s2:begin_capture(); return s2:end_capture() end)()
 local graphs = live().graphs

@@ -281,6 +281,9 @@ CUresult fake_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned int flags)
   FAKE_ENTER(cuStreamWaitEvent);
   if (!fake_stream_valid(s) || !fake_event_valid(ev) || flags != 0)
     return CUDA_ERROR_INVALID_HANDLE;
+  if (ev->capture && capturing(s) && capture_live(s->capture) && s->capture != ev->capture &&
+      capture_live(ev->capture))
+    return CUDA_ERROR_STREAM_CAPTURE_MERGE;   /* two captures would become one */
   if (ev->capture && !special_stream(s) && !s->capture && capture_live(ev->capture))
     s->capture = ev->capture;    /* joins the capture */
   return CUDA_SUCCESS;
