@@ -863,6 +863,9 @@ void cl_capture_begun(cl_GraphRefs *r);
 void cl_capture_ended(cl_GraphRefs *r);
 /* vmm.c registers how a virtual-memory buffer is freed (cl_vmm_free). */
 void cl_lifetimes_vmm_free(void (*free_virtual)(CUdeviceptr p));
+/* memory.c hears of each pool destroyed (made, not deferred): until then
+ * its shared pools are its own, which cuda.ipc_pool_open refuses. */
+void cl_lifetimes_pool_destroyed(void (*destroyed)(CUmemoryPool pool));
 void cl_open_lifetimes(lua_State *L);
 
 /* --- arguments ------------------------------------------------------------ */

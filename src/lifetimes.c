@@ -28,6 +28,7 @@ static void (*_Atomic event_release)(cl_Event *ev);
 static void (*_Atomic objectcode_release)(cl_ObjectCode *o);
 static int (*_Atomic graph_user)(lua_State *L, int i, int delta);
 static void (*_Atomic vmm_free)(CUdeviceptr p);
+static void (*_Atomic pool_destroyed)(CUmemoryPool pool);
 
 void cl_lifetimes_buffer(void (*graph_release)(cl_Buffer *b))
 {
@@ -52,6 +53,11 @@ void cl_lifetimes_graph_user(int (*user)(lua_State *L, int i, int delta))
 void cl_lifetimes_vmm_free(void (*free_virtual)(CUdeviceptr p))
 {
   vmm_free = free_virtual;
+}
+
+void cl_lifetimes_pool_destroyed(void (*destroyed)(CUmemoryPool pool))
+{
+  pool_destroyed = destroyed;
 }
 
 /* --- what graphs use -------------------------------------------------------- */
@@ -334,8 +340,9 @@ static void release_now(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryP
   case CL_FREE_PINNED:
     CL_CALL(cuMemFreeHost, ((void *)(uintptr_t)p));
     break;
-  case CL_DESTROY_POOL:
-    CL_CALL(cuMemPoolDestroy, (pool));
+  case CL_DESTROY_POOL:         /* memory.c hears when the driver's pool is gone */
+    if (CL_CALL(cuMemPoolDestroy, (pool)) == CUDA_SUCCESS && pool_destroyed)
+      pool_destroyed(pool);
     break;
   case CL_UNLOAD_LIBRARY:       /* the H200's driver waits for pending host functions here */
     CL_CALL(cuLibraryUnload, ((CUlibrary)pool));

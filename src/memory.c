@@ -403,9 +403,7 @@ static int mr_allocate(lua_State *L)
 /* A closed resource's pool is destroyed once no buffer needs it. */
 static void destroy_pool(cl_MemoryResource *mr)
 {
-  if (mr->ipc_pool)
-    shared_pool_destroyed(mr->pool);
-  if (mr->owns_pool)
+  if (mr->owns_pool)             /* a shared one stays own until made (shared_pool_destroyed) */
     cl_release(CL_DESTROY_POOL, mr->dev ? mr->dev->ctx : NULL, 0, mr->pool);
   mr->pool = NULL;
   mr->close_pending = 0;
@@ -699,6 +697,7 @@ void cl_open_memory(lua_State *L)
     {"ManagedMemoryResource", cuda_managed_mr}, {"HostMemoryResource", cuda_host_mr},
     {NULL, NULL}
   };
+  cl_lifetimes_pool_destroyed(shared_pool_destroyed);
   cl_new_type(L, CL_MR, meta, methods, mr_fields);
   luaL_setfuncs(L, functions, 0);
 }

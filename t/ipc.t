@@ -148,6 +148,19 @@ t.like(tostring(h), "closed", "a handle closes, twice harmlessly")
 t.raises(function() cuda.ipc_pool_open(fd) end, "invalid argument", "its descriptor is closed with it")
 local h2 <close> = shared:ipc_pool_handle()
 t.raises(function() cuda.ipc_pool_open(h2.fd) end, "a pool of this process", "this process's own pool is refused")
+-- closed during a capture, its destroy waits for the capture's end: the
+-- pool is still this process's until then (the fake hands it back itself)
+do
+  local closing = cuda.DeviceMemoryResource(dev, {ipc = true})
+  local ch <close> = closing:ipc_pool_handle()
+  local cs = dev:create_stream()
+  cs:begin_capture()
+  closing:close()
+  t.raises(function() cuda.ipc_pool_open(ch.fd) end, "a pool of this process",
+           "a shared pool closed during a capture: still refused (its destroy waits)")
+  cs:end_capture():close()
+  cs:close()
+end
 
 -- Another process imports the pool (its descriptor as the child's fd 3,
 -- through /proc: the fake's pool handles are files) and a pointer of it:
