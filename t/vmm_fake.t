@@ -6,7 +6,7 @@ local t = require "tap"
 local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local seed = t.seed()
-t.plan(78)
+t.plan(79)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -277,6 +277,15 @@ do
   end
   local ok = pcall(function() src:copy_from(b, s) end)
   t.ok(ok, "reading it is allowed")
+  -- a graph's fill node takes any address when built; its launch faults
+  -- (the fuzzer crashed the fake's replay, t/fuzz_thread.t seed 5046)
+  local builder = cuda.Graph(dev)
+  builder:memset(nil, b, 9)
+  local g <close> = builder:instantiate()
+  local gok, gerr = pcall(g.launch, g, s)
+  t.ok(not gok and tostring(gerr):find("CUDA_ERROR_ILLEGAL_ADDRESS", 1, true),
+    "a graph filling read-only virtual memory fails at its launch as a GPU's would: " .. tostring(gerr))
+  builder:close()
   arr:close() src:close(s) b:close(s)
 end
 

@@ -399,11 +399,28 @@ CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned
 
 static int exec_valid(CUgraphExec exec) { return exec && exec->g.magic == GRAPH_MAGIC; }
 
+/* Whether a copy or fill node reaches virtual memory a GPU would fault on
+ * (unmapped, freed, or mapped without write access): checked when the
+ * graph runs, as the fake checks a copy or fill issued on its own, since
+ * built nodes take any address and memory may be unmapped after. */
+static int work_faults(const struct fake_Work *w)
+{
+  if (w->kind == WORK_MEMSET)
+    return fake_vmm_faults((uintptr_t)w->u.memset.dst, w->u.memset.count * w->u.memset.elem, 1);
+  if (w->kind == WORK_MEMCPY)
+    return fake_vmm_faults((uintptr_t)w->u.memcpy.dst, w->u.memcpy.n, 1) ||
+           fake_vmm_faults((uintptr_t)w->u.memcpy.src, w->u.memcpy.n, 0);
+  return 0;
+}
+
 CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream s)
 {
   FAKE_ENTER(cuGraphLaunch);
   if (!exec_valid(exec) || !fake_stream_valid(s))
     return CUDA_ERROR_INVALID_HANDLE;
+  for (size_t i = 0; i < exec->g.n && !fake_stream_capturing(s); i++)
+    if (work_faults(&exec->g.work[i]))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;   /* before any of it runs: the host would crash */
   CUresult m = fake_graph_mem_launch(&exec->g, exec->auto_free);
   if (m != CUDA_SUCCESS)
     return m;
