@@ -1,7 +1,7 @@
 -- Example benchmarks for `cudalua bench`: a template copy, a sleep kernel, a CPU-only case
 -- SPDX-License-Identifier: MIT
 --
---   cudalua bench bench_example          (the bundled copy of this file)
+--   cudalua bench_example [options]      (the bundled copy of this file, run directly)
 --   cudalua bench bench_example.lua -b copy -a 'Bytes[pow2]=[16:28:4]' --json out.json
 --
 -- The same kernels as bench/nvbench_ref.py, NVBench's Python port, so that
