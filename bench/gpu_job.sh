@@ -3,13 +3,15 @@
 # a configured and built tree (cudalua on PATH is not needed: src/cudalua is
 # used). Logs go to $OUT (default ./gpu-job-out); a summary to stdout.
 #
-#   check   make check; the real-GPU fuzzer (seeds 1-4, 1,500 calls each);
-#           compute-sanitizer memcheck over the VMM, IPC, graph-memory,
-#           texture, registration and pageable tests
-#   bench   Graph:launch batch by batch (bench/graph_launch_probe.lua);
-#           register_host; cudalua bench's copy at 2^16 bytes (batch against
-#           cold) twice; cuda-bench's BenchmarkResult reading cudalua's JSON;
-#           make bench; launch_cost once more
+#   check   side by side: make check, and compute-sanitizer memcheck over the
+#           VMM, IPC, graph-memory, texture, registration and pageable tests;
+#           then the real-GPU fuzzer (seeds 1-4, 1,500 calls each, traced,
+#           FUZZ_TIMEOUT seconds each, default 40)
+#   bench   make bench's four scripts (launch_cost and memory_resources
+#           first); between them Graph:launch batch by batch
+#           (bench/graph_launch_probe.lua), cudalua bench's copy at 2^16 bytes
+#           (batch against cold), cuda-bench's BenchmarkResult reading its
+#           JSON, register_host
 #   all     both
 #
 # CUDA_BENCH_WHEEL names the cuda-bench wheel for the Python readers (it is
@@ -33,55 +35,82 @@ unpack_cuda_bench() {
   rm -rf /tmp/cb && mkdir -p /tmp/cb && python3 -m zipfile -e "$CUDA_BENCH_WHEEL" /tmp/cb
 }
 
+# make check and memcheck side by side (neither times anything), then the fuzzer
 stage_check() {
+  run_checks_in_parallel
+  say "the real-GPU fuzzer"
+  run_fuzzer | tee "$out/fuzz.txt"
+  say "check stage done"
+}
+
+run_checks_in_parallel() {
   unpack_cuda_bench
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
     > "$out/gpu.csv" 2>&1
   cat "$out/gpu.csv"
-  say "make check -j$jobs"
-  make check -j"$jobs" > check.out 2>&1; echo "rc=$?"
+  say "make check and compute-sanitizer memcheck, side by side"
+  run_make_check > "$out/check.txt" 2>&1 &
+  run_memcheck > "$out/memcheck.txt" 2>&1 &
+  wait
+  cat "$out/check.txt" "$out/memcheck.txt"
+}
+
+run_make_check() {
+  make check -j"$jobs" > check.out 2>&1; echo "make check: rc=$?"
   summary check.out
   grep -E '^(FAIL|ERROR|XPASS)' check.out
   cat check.out $(find . -name test-suite.log) 2>/dev/null | gzip > "$out/check.log.gz"
-
-  say "real-GPU fuzzer: seeds 1-4, 1500 calls each"
-  FUZZ_REAL=1 FUZZ_SEED="1 2 3 4" FUZZ_CALLS=1500 make check TESTS=t/fuzz.t > fuzz.out 2>&1; echo "rc=$?"
-  summary fuzz.out
-  cp t/fuzz.log "$out/fuzz.log"
-
-  say "compute-sanitizer memcheck"
-  tests="t/vmm.t t/ipc_gpu.t t/graph_memory_gpu.t t/array.t t/cubemap_gpu.t t/tensormap_gpu.t \
-t/host_register_gpu.t t/pageable_gpu.t t/graph_def_gpu.t"
-  make check -j4 TESTS="$tests" \
-    T_LOG_COMPILER="compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 $cudalua" \
-    > memcheck.out 2>&1; echo "rc=$?"
-  summary memcheck.out
-  for t in $tests; do
-    log=${t%.t}.log
-    echo "$t: $(grep -c '^ok' "$log") ok, $(grep -c '^not ok' "$log") not ok;" \
-      "$(grep -h 'ERROR SUMMARY' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
-  done | tee "$out/memcheck.txt"
-  cat $(for t in $tests; do echo "${t%.t}.log"; done) 2>&1 | gzip > "$out/memcheck.log.gz"
-  say "check stage done"
 }
 
+# Each seed on its own, traced (FUZZ_TRACE: a run that does not end names its last action) and timed out.
+run_fuzzer() {
+  for seed in 1 2 3 4; do
+    t0=$(date +%s)
+    LUA_PATH="$PWD/t/?.lua;;" CUDALUA_SRCDIR=$PWD CUDALUA_BUILDDIR=$PWD CUDALUA_CACHE=off FUZZ_REAL=1 \
+      FUZZ_SEED=$seed FUZZ_CALLS=1500 FUZZ_TRACE=1 timeout "${FUZZ_TIMEOUT:-40}" "$cudalua" t/fuzz.t \
+      > "$out/fuzz-$seed.tap" 2> fuzz-$seed.trace
+    rc=$?
+    echo "fuzzer seed $seed: rc=$rc, $(( $(date +%s) - t0 )) s, $(grep -c '^ok' "$out/fuzz-$seed.tap") ok," \
+      "$(grep -c '^not ok' "$out/fuzz-$seed.tap") not ok; last action: $(grep -E '^[0-9]+ [0-9]+$' fuzz-$seed.trace | tail -1)"
+    tail -c 20000 fuzz-$seed.trace > "$out/fuzz-$seed.trace"
+  done
+}
+
+run_memcheck() {
+  tests="t/vmm.t t/ipc_gpu.t t/graph_memory_gpu.t t/array.t t/cubemap_gpu.t t/tensormap_gpu.t \
+t/host_register_gpu.t t/pageable_gpu.t t/graph_def_gpu.t"
+  # its own copy of the tree's test logs: make check writes t/*.log beside
+  mkdir -p memcheck && for t in $tests; do
+    log=memcheck/$(basename "${t%.t}").log
+    LUA_PATH="$PWD/t/?.lua;;" CUDALUA_SRCDIR=$PWD CUDALUA_BUILDDIR=$PWD CUDALUA_CACHE=off \
+      compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$cudalua" "$t" > "$log" 2>&1
+    echo "memcheck $t: rc=$?, $(grep -c '^ok' "$log") ok, $(grep -c '^not ok' "$log") not ok;" \
+      "$(grep -h 'ERROR SUMMARY' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+  done
+  cat memcheck/*.log | gzip > "$out/memcheck.log.gz"
+}
+
+# make bench's four scripts, the figures the release names first, the quick probes between.
 stage_bench() {
   unpack_cuda_bench
+  make bench/launch_ref bench/copy_ref bench/overlap_ref bench/bandwidth_ref > /dev/null
+  say "launch_cost --reference"
+  "$cudalua" launch_cost --reference bench/launch_ref > "$out/launch_cost.log" 2>&1; echo "rc=$?"
+  grep -iE 'record|graph|launch' "$out/launch_cost.log"
+  say "memory_resources --bandwidth --reference"
+  "$cudalua" memory_resources --bandwidth --reference bench/copy_ref > "$out/memory_resources.log" 2>&1; echo "rc=$?"
+  grep -iE 'pageable|ratio|within|cudalua' "$out/memory_resources.log" | head -30
+
   say "Graph:launch batch by batch"
   "$cudalua" "$src/bench/graph_launch_probe.lua" 5 200 2>&1 | tee "$out/graph_probe.log"
 
-  say "register_host"
-  "$cudalua" "$src/bench/register_host.lua" 2>&1 | tee "$out/register_host.log"
-
-  say "cudalua bench: copy at 2^16 bytes, twice"
-  for i in 1 2; do
-    "$cudalua" bench_example -b copy -a 'Bytes[pow2]=[16]' --devices 0 \
-      --json "$out/copy16-$i.json" --md "$out/copy16-$i.md" > /dev/null 2>"$out/copy16-$i.err"; echo "rc=$?"
-    grep -E '^\|' "$out/copy16-$i.md"
-  done
+  say "cudalua bench: copy at 2^16 bytes"
+  "$cudalua" bench_example -b copy -a 'Bytes[pow2]=[16]' --devices 0 \
+    --json "$out/copy16.json" --md "$out/copy16.md" > /dev/null 2>"$out/copy16.err"; echo "rc=$?"
+  grep -E '^\|' "$out/copy16.md"
 
   say "cuda-bench's BenchmarkResult reads cudalua's JSON"
-  PYTHONPATH=/tmp/cb python3 - "$out/copy16-1.json" "$src/bench/recorded/nvbench-h200-2026-12-04/cudalua.json" <<'PY'
+  PYTHONPATH=/tmp/cb python3 - "$out/copy16.json" "$src/bench/recorded/nvbench-h200-2026-12-04/cudalua.json" <<'PY'
 import sys
 from cuda.bench.results import BenchmarkResult
 for path in sys.argv[1:]:
@@ -94,19 +123,25 @@ for path in sys.argv[1:]:
                   f"gpu mean {gpu.value if gpu else None} bw {st.bw} samples read {n}")
 PY
 
-  say "make bench"
-  make bench > "$out/bench.log" 2>&1; echo "rc=$?"
-  grep -iE 'record|graph|pageable|target|within' "$out/bench.log" | head -60
+  say "register_host"
+  "$cudalua" "$src/bench/register_host.lua" 2>&1 | tee "$out/register_host.log"
 
-  say "launch_cost once more"
-  "$cudalua" launch_cost --reference bench/launch_ref > "$out/launch_cost2.log" 2>&1; echo "rc=$?"
-  grep -iE 'record|graph' "$out/launch_cost2.log"
+  say "bench stage: first part done"
+}
+
+stage_bench_rest() {
+  say "streaming_overlap --auto --reference, bandwidth --reference"
+  "$cudalua" streaming_overlap --auto --reference bench/overlap_ref > "$out/overlap.log" 2>&1; echo "rc=$?"
+  tail -15 "$out/overlap.log"
+  "$cudalua" bandwidth --reference bench/bandwidth_ref > "$out/bandwidth.log" 2>&1; echo "rc=$?"
+  tail -25 "$out/bandwidth.log"
   say "bench stage done"
 }
 
 case $stage in
   check) stage_check ;;
-  bench) stage_bench ;;
-  all) stage_check; stage_bench; say "all done" ;;
+  bench) stage_bench; stage_bench_rest ;;
+  all) run_checks_in_parallel; stage_bench; say "the real-GPU fuzzer"; run_fuzzer | tee "$out/fuzz.txt"
+       stage_bench_rest; say "all done" ;;
   *) echo "gpu_job.sh: no stage '$stage' (check, bench, all)" >&2; exit 2 ;;
 esac

@@ -39,6 +39,12 @@ local d2d = bandwidth.fit(synthetic(1.9, 1900, {1 << 20, 64 << 20}))
 t.near(d2d.gbps, 1900, 1e-6, "two points determine the line")
 t.ok(bandwidth.fit({{bytes = 4096, ms = 0.01}}) == nil, "one point: no fit")
 t.ok(bandwidth.fit({{bytes = 4096, ms = 0.01}, {bytes = 4096, ms = 0.02}}) == nil, "one size twice: no fit")
+-- The H200's device-to-device copies at 4 KiB and 64 KiB took the same 3.50 us: a rate of 1/0 (inf),
+-- which JSON cannot hold, ended `bandwidth --json` before it wrote anything.
+local flat, why = bandwidth.fit({{bytes = 4096, ms = 0.0035}, {bytes = 65536, ms = 0.0035}})
+t.ok(flat == nil and why:find("do not grow", 1, true), "equal times at two sizes: no fit, and why")
+t.ok(bandwidth.fit({{bytes = 4096, ms = 0.004}, {bytes = 65536, ms = 0.0035}}) == nil,
+  "times falling with the size: no fit (a negative rate)")
 t.near(bandwidth.copy_ms({fixed_us = 3, gbps = 50}, 50e6), 1.003, 1e-12, "copy_ms of a fit")
 
 -- --- the prediction ---------------------------------------------------------------

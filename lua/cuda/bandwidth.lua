@@ -120,7 +120,7 @@ end
 -- each residual relative to its time (weight 1/t^2): the times span five
 -- decades, and unweighted the large copies' noise would swamp the fixed
 -- cost. Returns {fixed_us, gbps, r2, n} (r2 weighted the same way), or nil
--- and why with fewer than two sizes.
+-- and why with fewer than two sizes or times that do not grow with the size.
 function M.fit(points)
   if #points < 2 then return nil, "the fit needs at least two sizes" end
   local sw, sx, sy = 0, 0, 0
@@ -136,6 +136,9 @@ function M.fit(points)
   end
   if sxx == 0 then return nil, "the fit needs at least two sizes" end
   local slope = sxy / sxx                     -- ms per byte
+  -- Small copies bound by their fixed cost can take equal times (or the larger
+  -- less): no rate to fit, where 1/slope would be infinite or negative.
+  if not (slope > 0) then return nil, "the times do not grow with the size: no rate to fit" end
   local fixed = my - slope * mx
   local residual = 0
   for _, p in ipairs(points) do
