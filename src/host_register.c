@@ -41,6 +41,7 @@ typedef struct Registration {
 
 typedef struct Range {
   uintptr_t lo, hi;             /* [lo, hi) */
+  int pending;                  /* closed, its unregistration waiting (below) */
 } Range;
 
 static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -74,7 +75,16 @@ static int find_overlap_and_reserve(uintptr_t lo, uintptr_t hi, Range *hit)
 static void add_range(uintptr_t lo, uintptr_t hi)
 {
   pthread_mutex_lock(&ranges_lock);
-  ranges[nranges++] = (Range){lo, hi};
+  ranges[nranges++] = (Range){lo, hi, 0};
+  pthread_mutex_unlock(&ranges_lock);
+}
+
+static void mark_pending(uintptr_t lo)
+{
+  pthread_mutex_lock(&ranges_lock);
+  for (size_t k = 0; k < nranges; k++)
+    if (ranges[k].lo == lo)
+      ranges[k].pending = 1;
   pthread_mutex_unlock(&ranges_lock);
 }
 
@@ -217,14 +227,18 @@ static int cuda_register_host(lua_State *L)
   r->size = check_size(L, &t, asked);
   r->ptr = t.ptr;
   r->flags = flags;
+  cl_host_register_flush(L);    /* a closed registration in the way goes now if it can */
   Range hit;
   int overlap = find_overlap_and_reserve(r->ptr, r->ptr + r->size, &hit);
   if (overlap < 0)
     return luaL_error(L, "cuda.register_host: out of memory");
   if (overlap)
     return luaL_error(L, "cuda.register_host: %p + %I bytes overlaps a live registration "
-                      "(%p + %I bytes): close that one first", (void *)r->ptr,
-                      (lua_Integer)r->size, (void *)hit.lo, (lua_Integer)(hit.hi - hit.lo));
+                      "(%p + %I bytes): %s", (void *)r->ptr,
+                      (lua_Integer)r->size, (void *)hit.lo, (lua_Integer)(hit.hi - hit.lo),
+                      hit.pending ? "it is closed, and unregistered at the next wait with no host "
+                                    "function pending and no capture in flight (s:sync(), cuda.poll())"
+                                  : "close that one first");
   cl_Device *d = cl_check_device(L, 4);
   cl_device_activate(L, d);
   register_range(L, r);
@@ -256,13 +270,78 @@ static void unregister(Registration *r)
   r->owner = NULL;
 }
 
+/* --- unregistering: now, or at the next wait --------------------------------
+ *
+ * Unpinning may wait for the device, as a free may (HIP's hipHostUnregister
+ * synchronizes; cudalua's real-GPU fuzzer hung on the H200 once
+ * registrations were among its actions). A host function pending on a
+ * stream runs only at this thread's next wait, so an unregistration made
+ * while one is outstanding would wait for ever; and during a stream
+ * capture the driver counts it unsafe. Then the registration is kept in a
+ * registry table (a collected one is resurrected there), with what it
+ * registers, so that memory is never freed while the driver has it
+ * locked; and it is unregistered at the next wait or cuda.poll() with no
+ * host function outstanding and no capture in flight (hostfunc.c calls
+ * cl_host_register_flush), or when the state closes with none outstanding. */
+#define PENDING "cuda.HostRegistration.pending"
+_Atomic int cl_unregistrations_pending;
+
+static int must_defer(void)
+{
+  return cl_hostfunc_outstanding > 0 || cl_captures_in_flight > 0;
+}
+
+/* Unregister every registration of the table at the top, leaving it there. */
+static void unregister_all(lua_State *L)
+{
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pop(L, 1);
+    unregister(lua_touserdata(L, -1));
+    lua_pushvalue(L, -1);
+    lua_pushnil(L);
+    lua_rawset(L, -4);          /* clearing a field during lua_next is allowed */
+  }
+  cl_unregistrations_pending = 0;
+}
+
+void cl_host_register_flush(lua_State *L)
+{
+  if (cl_unregistrations_pending == 0 || must_defer())
+    return;
+  lua_getfield(L, LUA_REGISTRYINDEX, PENDING);
+  unregister_all(L);
+  lua_pop(L, 1);
+}
+
+/* The state closing: what is still pending is unregistered, unless a host
+ * function is outstanding (then the driver keeps it until the process ends). */
+static int pending_gc(lua_State *L)
+{
+  if (cl_hostfunc_outstanding == 0) {
+    lua_settop(L, 1);
+    unregister_all(L);
+  }
+  return 0;
+}
+
 static int registration_close(lua_State *L)
 {
   Registration *r = luaL_checkudata(L, 1, CL_HOST_REGISTRATION);
   if (r->closed)
     return 0;
   r->closed = 1;
-  unregister(r);
+  if (!must_defer()) {
+    unregister(r);
+    return 0;
+  }
+  lua_settop(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, PENDING);
+  lua_pushvalue(L, 1);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, 2);             /* may raise (memory): then it stays registered */
+  cl_unregistrations_pending++;
+  mark_pending(r->ptr);
   return 0;
 }
 
@@ -331,6 +410,12 @@ void cl_open_host_register(lua_State *L)
   };
   static const luaL_Reg methods[] = {{"close", registration_close}, {NULL, NULL}};
   cl_new_type(L, CL_HOST_REGISTRATION, meta, methods, registration_fields);
+  lua_newtable(L);
+  lua_newtable(L);
+  lua_pushcfunction(L, pending_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, PENDING);
   static const luaL_Reg functions[] = {{"register_host", cuda_register_host}, {NULL, NULL}};
   cl_setfuncs(L, functions);
 }

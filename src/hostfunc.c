@@ -274,6 +274,7 @@ void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *object, const char *ap
       ;
     /* wait reads object's handle now, after the last host function ran */
     if (cl_hostfunc_outstanding == 0) {
+      cl_host_register_flush(L);
       cl_release_deferred();
       cl_check(L, wait(object, 1), api);
       return;
@@ -380,8 +381,10 @@ static int cuda_poll(lua_State *L)
   lua_Integer n = 0;
   while (run_one(L))
     n++;
-  if (cl_hostfunc_outstanding == 0)
+  if (cl_hostfunc_outstanding == 0) {
+    cl_host_register_flush(L);
     cl_release_deferred();
+  }
   lua_pushinteger(L, n);
   return 1;
 }

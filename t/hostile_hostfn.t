@@ -74,6 +74,37 @@ s:sync()
 print("ran", ran, tostring(k), ctx ~= nil)
 ]], want = "ran\t3\tcuda%.Kernel %(closed%)\ttrue\n"}
 
+-- Unpinning may wait for the device as a free may (the fake's does, with
+-- its driver thread): a registration closed or collected while a host
+-- function is pending is unregistered at the next wait, and what it
+-- registered stays alive until then. Before, these hung (the real-GPU
+-- fuzzer hung on the H200 once registrations were among its actions).
+case{name = "a host registration closed with a host function pending", only = "thread", body = [[
+local s = dev:create_stream()
+local b = cuda.HostMemoryResource():allocate(4096)
+local reg = cuda.register_host(b)
+local ran = 0
+s:launch_host_func(function() ran = ran + 1 end)
+reg:close()
+local again, err = pcall(cuda.register_host, b)
+s:sync()
+local reg2 = cuda.register_host(b)
+print("ran", ran, tostring(reg), again, err:match("unregistered at the next wait") ~= nil, reg2.size)
+]], want = "ran\t1\tcuda%.HostRegistration %(closed%)\tfalse\ttrue\t4096\n"}
+
+case{name = "host registrations collected with a host function pending", only = "thread", body = [[
+local s = dev:create_stream()
+local ran = 0
+s:launch_host_func(function() ran = ran + 1 end)
+for i = 1, 20 do
+  cuda.register_host(("x"):rep(4096) .. i)   -- strings only the registration keeps
+  collectgarbage()
+end
+local before = fakecuda and fakecuda.live()["host registrations"] or 0
+s:sync()
+print("ran", ran, before > 0 or not fakecuda, live("host registrations"))
+]], want = "ran\t1\ttrue\t0\n"}
+
 case{name = "s:sync whose host function closes s", body = [[
 local s = dev:create_stream()
 local after

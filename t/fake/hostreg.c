@@ -81,6 +81,7 @@ CUresult fake_cuMemHostRegister(void *p, size_t n, unsigned int flags)
 CUresult fake_cuMemHostUnregister(void *p)
 {
   FAKE_ENTER(cuMemHostUnregister);
+  fake_host_wait();              /* unpinning may wait for the device, so for host functions */
   for (struct Registered **at = &registered; *at; at = &(*at)->next)
     if ((*at)->lo == (uintptr_t)p) {
       struct Registered *r = *at;
