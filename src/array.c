@@ -219,7 +219,8 @@ static void pick_slices(lua_State *L, const cl_Array *a, lua_Integer face, lua_I
 /* arr:copy_from(buf, s [, {face, layer}]) and arr:copy_to(...): the whole
  * array, or the faces or layers the options pick, ordered on s (a stream
  * of the array's device). Nothing here runs Lua between the checks and
- * the driver call. */
+ * the driver call (a copy into pageable memory first waits for host
+ * functions pending on s, then checks again). */
 static int array_copy(lua_State *L, int to_buffer)
 {
   static const char *const options[] = {"face", "layer", NULL};
@@ -232,6 +233,11 @@ static int array_copy(lua_State *L, int to_buffer)
   cl_Array *a = cl_check_array(L, 1);
   cl_Buffer *b = cl_check_buffer(L, 2);
   cl_Stream *s = cl_check_stream(L, 3);
+  if (to_buffer && cl_copy_wait_first(L, s, b->mr->kind, CL_MR_DEVICE)) {
+    a = cl_check_array(L, 1);   /* the wait ran host functions: check again */
+    b = cl_check_buffer(L, 2);
+    s = cl_check_stream(L, 3);
+  }
   size_t first, count;
   pick_slices(L, a, face, layer, &first, &count);
   const size_t depth = a->desc.Depth ? a->desc.Depth : 1, bytes = a->size / depth * count;

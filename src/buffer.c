@@ -222,6 +222,11 @@ static int buffer_copy_to(lua_State *L)
     s = fast_opt_stream(L, 3);
   }
   cl_check_span(L, 2, &dst);
+  if (s && cl_copy_wait_first(L, s, dst.mr->kind, src.mr->kind)) {
+    cl_check_span(L, 1, &src);
+    s = fast_opt_stream(L, 3);
+    cl_check_span(L, 2, &dst);
+  }
   copy(L, &dst, &src, s);
   lua_pushvalue(L, 2);          /* cheaper than lua_settop, which looks for values to close */
   return 1;
@@ -233,7 +238,13 @@ static int buffer_copy_from(lua_State *L)
   cl_Span src, dst;
   cl_check_span(L, 1, &dst);
   cl_check_span(L, 2, &src);
-  copy(L, &dst, &src, fast_opt_stream(L, 3));
+  cl_Stream *s = fast_opt_stream(L, 3);
+  if (s && cl_copy_wait_first(L, s, dst.mr->kind, src.mr->kind)) {
+    cl_check_span(L, 1, &dst);
+    cl_check_span(L, 2, &src);
+    s = fast_opt_stream(L, 3);
+  }
+  copy(L, &dst, &src, s);
   lua_pushvalue(L, 1);
   return 1;
 }

@@ -154,6 +154,24 @@ void cl_open_hostfunc(lua_State *L);
 /* --- memory resources (memory.c) ----------------------------------------- */
 
 typedef enum { CL_MR_DEVICE, CL_MR_PINNED, CL_MR_MANAGED, CL_MR_HOST } cl_MRKind;
+/* A copy the driver finishes before it returns (into pageable memory, or
+ * host to host) waits for its stream's earlier work, so for a host
+ * function pending there, which runs only at this thread's next wait: it
+ * would wait for ever. With one outstanding, such a copy first waits for
+ * its stream (which must stay on the stack), running them. That wait runs
+ * Lua: it returns 1 when it waited, and the caller checks its arguments
+ * again. */
+static inline int cl_copy_wait_first(lua_State *L, cl_Stream *s, cl_MRKind dst, cl_MRKind src)
+{
+  if (cl_hostfunc_outstanding == 0)
+    return 0;
+  int dst_host = dst == CL_MR_HOST || dst == CL_MR_PINNED;
+  int src_host = src == CL_MR_HOST || src == CL_MR_PINNED;
+  if (dst != CL_MR_HOST && !(dst_host && src_host))
+    return 0;
+  cl_stream_sync(L, s);
+  return 1;
+}
 
 typedef struct cl_MemoryResource {
   int closed;

@@ -239,11 +239,13 @@ for p in h2d d2h both d2d; do for s in $(echo "$sizes" | tr , ' '); do echo "${p
 ]])
 os.execute("chmod +x '" .. fake .. "'")
 local tmp = os.tmpname()
-code, out = t.run(cudalua .. " bandwidth --sizes 4K,64K --runs 2 --warmup 1 --reference " .. fake .. " --json " .. tmp)
+-- 64 KiB and 4 MiB: at 4 KiB and 64 KiB the H100's h2d copies took 9.1 and 7.1 us (their fixed
+-- cost and noise), a series with no fit, and so no prediction
+code, out = t.run(cudalua .. " bandwidth --sizes 64K,4M --runs 2 --warmup 1 --reference " .. fake .. " --json " .. tmp)
 t.is(code, 0, "--reference runs")
 t.like(out, "Every copy verified%.", "the sweep verified")
 t.like(out, "Best chunk count: %d+", "the prediction is printed")
-t.like(t.read_file(dir .. "/args") or "", "%-%-sizes\n4096,65536\n", "the reference gets the sizes")
+t.like(t.read_file(dir .. "/args") or "", "%-%-sizes\n65536,4194304\n", "the reference gets the sizes")
 local report = require("cuda.json").decode(t.read_file(tmp) or "null")
 local rows = report and report.details and report.details.reference and report.details.reference.rows or {}
 local row = rows[1]

@@ -105,6 +105,28 @@ s:sync()
 print("ran", ran, before > 0 or not fakecuda, live("host registrations"))
 ]], want = "ran\t1\ttrue\t0\n"}
 
+-- A copy into pageable memory (or host to host) is finished by the driver
+-- before it returns, after the stream's earlier work: a host function
+-- pending there ran only at the next wait, so the copy waited for ever (the
+-- real-GPU fuzzer hung on buf:copy_from). It now waits for its stream first.
+case{name = "copies into pageable memory behind a pending host function", only = "thread", body = [[
+local s = dev:create_stream()
+local host, pinned = cuda.HostMemoryResource(), cuda.PinnedMemoryResource()
+local d = dev.memory_resource:allocate(4096, s)
+local src, back, back2 = pinned:allocate(4096), host:allocate(4096), host:allocate(4096)
+src:view("uint32"):random(0, 1000, 5)
+src:copy_to(d, s)
+local order = {}
+s:launch_host_func(function() order[#order + 1] = "host function" end)
+back:copy_from(d, s)            -- device -> pageable
+order[#order + 1] = "copy"
+s:launch_host_func(function() order[#order + 1] = "host function" end)
+src:copy_to(back2, s)           -- pinned -> pageable, host to host
+s:sync()
+print(table.concat(order, ","), (back:view("uint32"):allclose(src:view("uint32"), 0, 0)),
+      (back2:view("uint32"):allclose(src:view("uint32"), 0, 0)))
+]], want = "host function,copy,host function\ttrue\ttrue\n"}
+
 case{name = "s:sync whose host function closes s", body = [[
 local s = dev:create_stream()
 local after

@@ -482,11 +482,39 @@ CUresult fake_cuMemFreeHost(void *p)
 }
 
 /* Copies and fills are stream work: done now, or recorded while capturing. */
+/* Host memory the driver knows nothing of (pageable): no allocation, no
+ * virtual memory, no registration. Pinned: cuMemHostAlloc's, or registered. */
+static int pageable(CUdeviceptr p)
+{
+  unsigned flags;
+  uintptr_t base;
+  size_t size;
+  for (struct Allocation *a = allocations; a; a = a->next)
+    if (p >= (uintptr_t)a->p && p < (uintptr_t)a->p + a->size)
+      return 0;
+  return fake_vmm_room(p) == SIZE_MAX && !fake_host_registered(p, &flags, &base, &size);
+}
+
+static int host_side(CUdeviceptr p)
+{
+  unsigned flags;
+  uintptr_t base;
+  size_t size;
+  for (struct Allocation *a = allocations; a; a = a->next)
+    if (p >= (uintptr_t)a->p && p < (uintptr_t)a->p + a->size)
+      return a->host;
+  return fake_vmm_room(p) == SIZE_MAX || fake_host_registered(p, &flags, &base, &size);
+}
+
 CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
   FAKE_ENTER(cuMemcpyAsync);
   if (fake_vmm_faults(dst, n, 1) || fake_vmm_faults(src, n, 0))
     return CUDA_ERROR_ILLEGAL_ADDRESS;
+  /* The driver finishes a copy into pageable memory, or host to host,
+   * before it returns: after the stream's earlier work, host functions too. */
+  if (pageable(dst) || (host_side(dst) && host_side(src)))
+    fake_host_wait();
   struct fake_Work w;
   fake_memcpy_item(&w, dst, src, n);
   return fake_submit(s, &w);
