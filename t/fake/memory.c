@@ -482,28 +482,21 @@ CUresult fake_cuMemFreeHost(void *p)
 }
 
 /* Copies and fills are stream work: done now, or recorded while capturing. */
-/* Host memory the driver knows nothing of (pageable): no allocation, no
- * virtual memory, no registration. Pinned: cuMemHostAlloc's, or registered. */
-static int pageable(CUdeviceptr p)
+/* What the fake knows of p: DEVICE memory (an allocation, or virtual
+ * memory), PINNED host memory (cuMemHostAlloc's, or registered), or
+ * nothing: PAGEABLE host memory. */
+enum { PAGEABLE, DEVICE, PINNED };
+static int memory_kind(CUdeviceptr p)
 {
   unsigned flags;
   uintptr_t base;
   size_t size;
   for (struct Allocation *a = allocations; a; a = a->next)
     if (p >= (uintptr_t)a->p && p < (uintptr_t)a->p + a->size)
-      return 0;
-  return fake_vmm_room(p) == SIZE_MAX && !fake_host_registered(p, &flags, &base, &size);
-}
-
-static int host_side(CUdeviceptr p)
-{
-  unsigned flags;
-  uintptr_t base;
-  size_t size;
-  for (struct Allocation *a = allocations; a; a = a->next)
-    if (p >= (uintptr_t)a->p && p < (uintptr_t)a->p + a->size)
-      return a->host;
-  return fake_vmm_room(p) == SIZE_MAX || fake_host_registered(p, &flags, &base, &size);
+      return a->host ? PINNED : DEVICE;
+  if (fake_vmm_room(p) != SIZE_MAX)
+    return DEVICE;
+  return fake_host_registered(p, &flags, &base, &size) ? PINNED : PAGEABLE;
 }
 
 CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
@@ -513,7 +506,8 @@ CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   /* The driver finishes a copy into pageable memory, or host to host,
    * before it returns: after the stream's earlier work, host functions too. */
-  if (pageable(dst) || (host_side(dst) && host_side(src)))
+  int to = memory_kind(dst);
+  if (to == PAGEABLE || (to == PINNED && memory_kind(src) != DEVICE))
     fake_host_wait();
   struct fake_Work w;
   fake_memcpy_item(&w, dst, src, n);
