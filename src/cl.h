@@ -137,14 +137,15 @@ CUresult cl_device_wait(void *device, int block);
  * host function is outstanding, which the wait must run on this thread
  * (or a release waits for the next wait). A wait runs Lua: the caller
  * re-checks what it uses after it. */
-/* Host registrations closed while a host function was outstanding or a
- * capture in flight, not yet unregistered (host_register.c); the next wait
- * with neither makes them (cl_host_register_flush, which runs no Lua). */
-extern _Atomic int cl_unregistrations_pending;
-void cl_host_register_flush(lua_State *L);
+/* Work left for the next wait with no host function outstanding, that
+ * needs the Lua state (host_register.c's unregistrations, registered with
+ * cl_lifetimes_quiet_work); it runs no Lua. */
+extern _Atomic int cl_quiet_work_pending;
+void cl_run_quiet_work(lua_State *L);
+void cl_lifetimes_quiet_work(void (*work)(lua_State *L));
 static inline void cl_sync(lua_State *L, cl_WaitFn wait, void *object, const char *api)
 {
-  if (cl_hostfunc_outstanding == 0 && cl_releases_deferred == 0 && cl_unregistrations_pending == 0)
+  if (cl_hostfunc_outstanding == 0 && cl_releases_deferred == 0 && cl_quiet_work_pending == 0)
     cl_check(L, wait(object, 1), api);
   else
     cl_hostfunc_wait(L, wait, object, api);

@@ -205,6 +205,8 @@ static void register_range(lua_State *L, Registration *r)
   }
 }
 
+static void flush_unregistrations(lua_State *L);   /* below, with closing */
+
 static int cuda_register_host(lua_State *L)
 {
   cl_check_nargs(L, 3);
@@ -227,7 +229,7 @@ static int cuda_register_host(lua_State *L)
   r->size = check_size(L, &t, asked);
   r->ptr = t.ptr;
   r->flags = flags;
-  cl_host_register_flush(L);    /* a closed registration in the way goes now if it can */
+  flush_unregistrations(L);     /* a closed registration in the way goes now if it can */
   Range hit;
   int overlap = find_overlap_and_reserve(r->ptr, r->ptr + r->size, &hit);
   if (overlap < 0)
@@ -281,10 +283,10 @@ static void unregister(Registration *r)
  * registry table (a collected one is resurrected there), with what it
  * registers, so that memory is never freed while the driver has it
  * locked; and it is unregistered at the next wait or cuda.poll() with no
- * host function outstanding and no capture in flight (hostfunc.c calls
- * cl_host_register_flush), or when the state closes with none outstanding. */
+ * host function outstanding and no capture in flight (flush_unregistrations,
+ * which hostfunc.c runs through cl_run_quiet_work), or when the state closes
+ * with none outstanding. */
 #define PENDING "cuda.HostRegistration.pending"
-_Atomic int cl_unregistrations_pending;
 
 static int must_defer(void)
 {
@@ -302,12 +304,12 @@ static void unregister_all(lua_State *L)
     lua_pushnil(L);
     lua_rawset(L, -4);          /* clearing a field during lua_next is allowed */
   }
-  cl_unregistrations_pending = 0;
+  cl_quiet_work_pending = 0;
 }
 
-void cl_host_register_flush(lua_State *L)
+static void flush_unregistrations(lua_State *L)
 {
-  if (cl_unregistrations_pending == 0 || must_defer())
+  if (cl_quiet_work_pending == 0 || must_defer())
     return;
   lua_getfield(L, LUA_REGISTRYINDEX, PENDING);
   unregister_all(L);
@@ -340,7 +342,7 @@ static int registration_close(lua_State *L)
   lua_pushvalue(L, 1);
   lua_pushboolean(L, 1);
   lua_rawset(L, 2);             /* may raise (memory): then it stays registered */
-  cl_unregistrations_pending++;
+  cl_quiet_work_pending++;
   mark_pending(r->ptr);
   return 0;
 }
@@ -416,6 +418,7 @@ void cl_open_host_register(lua_State *L)
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_setfield(L, LUA_REGISTRYINDEX, PENDING);
+  cl_lifetimes_quiet_work(flush_unregistrations);
   static const luaL_Reg functions[] = {{"register_host", cuda_register_host}, {NULL, NULL}};
   cl_setfuncs(L, functions);
 }

@@ -274,7 +274,7 @@ void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *object, const char *ap
       ;
     /* wait reads object's handle now, after the last host function ran */
     if (cl_hostfunc_outstanding == 0) {
-      cl_host_register_flush(L);
+      cl_run_quiet_work(L);
       cl_release_deferred();
       cl_check(L, wait(object, 1), api);
       return;
@@ -382,7 +382,7 @@ static int cuda_poll(lua_State *L)
   while (run_one(L))
     n++;
   if (cl_hostfunc_outstanding == 0) {
-    cl_host_register_flush(L);
+    cl_run_quiet_work(L);
     cl_release_deferred();
   }
   lua_pushinteger(L, n);

@@ -376,6 +376,23 @@ static void release_now(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryP
 
 _Atomic int cl_captures_in_flight;
 
+/* Work that waits for a wait with no host function outstanding and needs
+ * the Lua state, registered by the noun that owns it (host_register.c):
+ * called from below, so that no file here depends on that noun. */
+_Atomic int cl_quiet_work_pending;
+static void (*quiet_work)(lua_State *L);
+
+void cl_lifetimes_quiet_work(void (*work)(lua_State *L))
+{
+  quiet_work = work;
+}
+
+void cl_run_quiet_work(lua_State *L)
+{
+  if (cl_quiet_work_pending && quiet_work)
+    quiet_work(L);
+}
+
 void cl_release_deferred(void)
 {
   if (cl_releases_deferred == 0 || cl_captures_in_flight > 0)
