@@ -13,13 +13,17 @@
 #           (batch against cold), cuda-bench's BenchmarkResult reading its
 #           JSON, register_host
 #   all     both, the fuzzer beside make check and memcheck
+#   release the check stage (fuzzer beside), then the release's figures
+#           alone on the GPU: bench/nvbench_compare.sh (cuda-bench against
+#           cudalua bench, into $OUT/nvbench), launch_cost and
+#           memory_resources against raw C
 #
 # CUDA_BENCH_WHEEL names the cuda-bench wheel for the Python readers (it is
 # unpacked into /tmp/cb, where t/bench_nvbench_py.t looks). SRC is the source
 # tree holding bench/ (default: this script's parent folder).
 # SPDX-License-Identifier: MIT
 set -u
-stage=${1:?usage: gpu_job.sh check|bench|all}
+stage=${1:?usage: gpu_job.sh check|bench|all|release}
 here=$(cd "$(dirname "$0")" && pwd)
 src=${SRC:-$(dirname "$here")}
 out=${OUT:-$PWD/gpu-job-out}
@@ -134,6 +138,24 @@ PY
   say "bench stage: first part done"
 }
 
+# NVBench's Python API and cudalua bench on the same kernels, one after the other
+stage_nvbench() {
+  unpack_cuda_bench
+  say "bench/nvbench_compare.sh"
+  CUDALUA=$cudalua PYTHONPATH=/tmp/cb${PYTHONPATH:+:$PYTHONPATH} sh "$src/bench/nvbench_compare.sh" "$out/nvbench"
+  echo "nvbench_compare: rc=$?"
+}
+
+stage_figures() {
+  make bench/launch_ref bench/copy_ref > /dev/null
+  say "launch_cost --reference"
+  "$cudalua" launch_cost --reference bench/launch_ref > "$out/launch_cost.log" 2>&1; echo "rc=$?"
+  cat "$out/launch_cost.log"
+  say "memory_resources --bandwidth --reference"
+  "$cudalua" memory_resources --bandwidth --reference bench/copy_ref > "$out/memory_resources.log" 2>&1; echo "rc=$?"
+  sed -n '/--- Copy bandwidth/,$p' "$out/memory_resources.log"
+}
+
 stage_bench_rest() {
   say "streaming_overlap --auto --reference, bandwidth --reference"
   "$cudalua" streaming_overlap --auto --reference bench/overlap_ref > "$out/overlap.log" 2>&1; echo "rc=$?"
@@ -147,5 +169,6 @@ case $stage in
   check) stage_check ;;
   bench) stage_bench; stage_bench_rest ;;
   all) FUZZ_BESIDE=1 run_checks_in_parallel; stage_bench; stage_bench_rest; say "all done" ;;
-  *) echo "gpu_job.sh: no stage '$stage' (check, bench, all)" >&2; exit 2 ;;
+  release) FUZZ_BESIDE=1 run_checks_in_parallel; stage_nvbench; stage_figures; say "all done" ;;
+  *) echo "gpu_job.sh: no stage '$stage' (check, bench, all, release)" >&2; exit 2 ;;
 esac

@@ -228,6 +228,63 @@ t.like(err, "cannot write /nonexistent/dir/x.json", "it names the path")
 code, out = t.run(bench_cmd(src .. "/scripts/bench_example.lua", "--list"))
 t.like(out, "%* Bytes : int64 %(pow2%) = %[2%^16 = 65536", "--list shows the axes")
 
+-- batched = "graph": the batch replays a graph of captured calls. Each call
+-- adds 1 to every element (scale_and_bias, emulated by the fake), so the
+-- buffer counts the executions: every call outside the capture, plus one per
+-- launch of the batch's replays, while fn itself ran only the capture's times.
+t.write_file(dir .. "/graph.lua", [[
+local bench = require "cuda.bench"
+local run = require "cuda.bench_run"
+local cuda = require "cuda"
+local calls, start, result = 0, nil, nil
+local b = bench.register(function(state)
+  local dev = state.device
+  local k = require("cuda.kernels").load(dev, "scale_and_bias.cu", "scale_and_bias")
+  local x <close> = cuda.PinnedMemoryResource():allocate(64 * 4)
+  local v = x:view("float32")
+  start = math.random(1, 1000)
+  v:fill(start)
+  local cfg = cuda.LaunchConfig{grid = 1, block = 64}
+  state:exec(function(launch)
+    calls = calls + 1
+    cuda.launch(launch.stream, cfg, k, x, cuda.f32(1), cuda.f32(1), cuda.u64(64))
+  end, {batched = "graph"})
+  state.stream:sync()
+  result = {v[1], v[64]}
+end):set_name("g"):set_stopping_criterion("sample_count", {["sample-count"] = 7})
+local plan = run.plan({b}, {}, {cuda.Device(0)})
+local results = run.run(plan, {log = function() end, l2_bytes = 4096, clock_source = false})
+local got = {}
+for _, s in ipairs(results[1].states[1].summaries) do got[s.tag] = s.value end
+print("calls", calls, "graph", got["cudalua/batch/graph_launches"], "batch", got["nv/batch/sample_size"],
+  "added", result[1] - start, result[2] - start)
+]])
+code, out, err = t.run(("%s %s '%s'"):format(env, cudalua, dir .. "/graph.lua"))
+local calls, per_graph, batch_n, added1, added64 =
+  out:match("calls\t(%d+)\tgraph\t(%d+)\tbatch\t(%d+)\tadded\t(%d+)%.?%d*\t(%d+)")
+calls, per_graph, batch_n = tonumber(calls), tonumber(per_graph), tonumber(batch_n)
+t.ok(per_graph and per_graph >= 1 and batch_n >= per_graph, "graph batch: replays of a graph of "
+  .. tostring(per_graph) .. " calls, " .. tostring(batch_n) .. " launches" .. err)
+t.ok(batch_n and batch_n % per_graph == 0 and batch_n > calls,
+  "graph batch: more launches than fn was called (" .. tostring(calls) .. ")")
+t.is(tonumber(added1), calls and calls - per_graph + batch_n, "graph batch: every replayed launch ran (first element)")
+t.is(added64, added1, "graph batch: and the last")
+
+-- a function that cannot be captured (it synchronizes) is reported, and the others still run
+t.write_file(dir .. "/uncapturable.lua", [[
+local bench = require "cuda.bench"
+bench.register(function(state)
+  state:exec(function(launch) launch.stream:sync() end, {batched = "graph"})
+end):set_name("synced")
+bench.register(function(state) state:exec(function() end, {batched = "hot"}) end):set_name("badvalue")
+bench.register(function(state) state:exec(function() end, {batched = "graph"}) end):set_name("empty")
+]])
+code, out, err = t.run(bench_cmd(dir .. "/uncapturable.lua", "--stopping-criterion sample_count"))
+t.is(code, 1, "an uncapturable function: exit 1")
+t.like(err, 'batched = "graph": the function could not be captured into a graph', "it says why")
+t.like(err, 'batched must be true, false or "graph", not "hot"', "a bad batched value")
+t.like(out, "## empty", "the others still ran")
+
 -- throttling through the harness with an injected clock source, under the fake
 t.write_file(dir .. "/throttle.lua", [[
 local bench = require "cuda.bench"

@@ -487,7 +487,7 @@ local actions = {
   function() local buf, h, run = pick("buffer"), require("cuda.bench_harness"), require("cuda.bench_run")
       local b = h.register(function(state)
         state:exec(function(launch) if buf then buf:fill(cuda.u8(1), launch.stream) end end,
-                   {batched = math.random(2) == 1, sync = math.random(4) == 1})
+                   {batched = ({true, false, "graph"})[math.random(3)], sync = math.random(4) == 1})
       end):set_stopping_criterion(({"sample_count", "stdrel", "entropy"})[math.random(3)], {["sample-count"] = 3})
         :set_batch_target_time(1e-4):set_timeout(0.01):set_min_samples(math.random(1, 3))
         -- a fill of host memory waits for the stream the blocker holds: on a GPU that

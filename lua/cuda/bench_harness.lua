@@ -254,7 +254,8 @@ end
 -- state:exec(fn [, {sync =, timer =, batched =}]): measures fn(launch), or
 -- fn(launch, timer) with timer = true (the function brackets its region
 -- with timer:start() and timer:stop()). sync = true: fn synchronizes
--- itself (no blocking kernel, no batch). batched = false: no batch.
+-- itself (no blocking kernel, no batch). batched = false: no batch;
+-- batched = "graph": the batch replays fn's launches captured into a graph.
 function State:exec(fn, opts)
   if type(fn) ~= "function" then error("bad argument #1 to 'exec' (a function expected)", 2) end
   if opts ~= nil and type(opts) ~= "table" then error("bad argument #2 to 'exec' (an option table expected)", 2) end
@@ -265,7 +266,12 @@ function State:exec(fn, opts)
     end
   end
   if self.executed then error("state:exec called twice in one state", 2) end
-  if opts.timer and opts.batched then error("bad argument #2 to 'exec' (timer = true cannot be batched)", 2) end
+  local batched = opts.batched
+  if batched ~= nil and type(batched) ~= "boolean" and batched ~= "graph" then
+    error(("bad argument #2 to 'exec' (batched must be true, false or \"graph\", not %s)"):format(
+      type(batched) == "string" and ("%q"):format(batched) or type(batched)), 2)
+  end
+  if opts.timer and batched then error("bad argument #2 to 'exec' (timer = true cannot be batched)", 2) end
   self.executed = true
   if self.skip_reason then return end
   local runner = self.runner
@@ -277,7 +283,7 @@ function State:exec(fn, opts)
     max_warmup_walltime = self.bench.cold_max_warmup_walltime,
     blocking = not self.disable_blocking_kernel and not runner.no_blocking,
     blocking_timeout = self.blocking_kernel_timeout, l2_bytes = runner.l2_bytes, l2_flush = runner.l2_flush,
-    batch_target_time = self.bench.batch_target_time,
+    batch_target_time = self.bench.batch_target_time, graph = batched == "graph",
   }
   if self.bench.is_cpu_only then
     self.cpu_only = measure.cpu_only(fn, cfg)

@@ -11,6 +11,9 @@
 -- batch:    the work queued many times back to back behind the blocking
 --           kernel, timed as one; the batch grows until batch_target_time
 --           of GPU time is covered (at least min_samples launches).
+--           With batched = "graph" the calls are captured once into a graph
+--           of up to 100 and queued as its replays: a launch's host cost
+--           no longer bounds a batch of short kernels.
 -- cpu_only: host time of each call, with the same criterion.
 --
 -- The sample loops allocate nothing: their arrays are preallocated and
@@ -273,8 +276,26 @@ local function predict_batch(target, per_launch, least, fallback)
   return math.max(math.tointeger(n) or least, least)
 end
 
+-- Launches one graph replay carries under batched = "graph".
+local GRAPH_LAUNCHES = 100
+
+-- Captures count calls of fn(launch) on the stream into one graph. A replay
+-- queues them all for about one launch's host cost, so that a batch of
+-- kernels shorter than a launch measures the kernels, not the launcher.
+local function capture(fn, launch, stream, count)
+  stream:begin_capture()
+  local ok, err = pcall(function() for _ = 1, count do fn(launch) end end)
+  local ended, graph = pcall(stream.end_capture, stream)
+  if ok and ended then return graph end
+  if ended then graph:close() end
+  error(("batched = \"graph\": the function could not be captured into a graph: %s"):format(
+    tostring(ok and graph or err)), 0)
+end
+
 -- Queues fn(launch) batch-size times behind the blocker, as NVBench's hot
--- measurement does. Returns {n (launches), total_gpu, walltime, timed_out}.
+-- measurement does (cfg.graph: as replays of a graph of GRAPH_LAUNCHES
+-- calls). Returns {n (launches), total_gpu, walltime, graph (launches a
+-- replay), timed_out}.
 function M.batch(fn, cfg)
   local dev, stream, launch, clock = cfg.dev, cfg.stream, cfg.launch, cfg.clock
   local start <close> = dev:create_event{timing = true}
@@ -291,20 +312,25 @@ function M.batch(fn, cfg)
   local least = math.min(math.max(min_samples, 1), 4)
   local size = predict_batch(target, gpu_estimate * 0.95, least, min_samples)
   local cap = wall_estimate > 0 and math.max(predict_batch(timeout, wall_estimate, 1, size), 1) or size
+  -- unit(launch) queues per_unit launches: fn itself, or a replay of its graph
+  local per_unit = cfg.graph and math.min(math.max(size, 1), GRAPH_LAUNCHES) or 1
+  local graph <close> = cfg.graph and capture(fn, launch, stream, per_unit) or nil
+  local unit = graph and function() graph:launch(stream) end or fn
   local total, n, t0 = 0.0, 0, clock()
-  local result = {}
+  local result = {graph = graph and per_unit or nil}
   while true do
     size = math.max(math.min(size, cap), 1)
+    local units = (size + per_unit - 1) // per_unit
     if block then
       block.block()
       stream:record(start)
-      local held = math.min(size, 2)
-      for _ = 1, held do fn(launch) end
+      local held = math.min(units, 2)
+      for _ = 1, held do unit(launch) end
       block.release()
-      for _ = held + 1, size do fn(launch) end
+      for _ = held + 1, units do unit(launch) end
     else
       stream:record(start)
-      for _ = 1, size do fn(launch) end
+      for _ = 1, units do unit(launch) end
     end
     stream:record(stop)
     stop:sync()
@@ -312,7 +338,7 @@ function M.batch(fn, cfg)
       result.timed_out = ("the blocking kernel timed out after %g s"):format(cfg.blocking_timeout or 30)
       break
     end
-    total, n = total + (stop - start) / 1000, n + size
+    total, n = total + (stop - start) / 1000, n + units * per_unit
     if total >= target and n >= min_samples then break end
     local wall = clock() - t0
     if wall > timeout then result.max_time_exceeded = true; break end

@@ -86,6 +86,10 @@ function M.summaries(st, peak)
     if st.batch and st.batch.n > 0 then
       summary(list, "nv/batch/sample_size", "Samples", "sample_size", "int64", st.batch.n)
       summary(list, "nv/batch/time/gpu/mean", "Batch GPU", "duration", "float64", st.batch.total_gpu / st.batch.n)
+      if st.batch.graph then
+        summary(list, "cudalua/batch/graph_launches", "Graph", "sample_size", "int64", st.batch.graph, "Hidden by default.",
+          "The batch replayed a graph of this many captured calls (batched = \"graph\").")
+      end
     end
   end
   for _, s in ipairs(st.user_summaries) do list[#list + 1] = s end
@@ -186,8 +190,9 @@ local function log_pass(log, st)
   end
   if st.batch then
     local b = st.batch
-    log(("Pass: Batch: %.6fms GPU, %.2fs total GPU, %.2fs total wall, %dx\n"):format(
-      b.n > 0 and b.total_gpu / b.n * 1e3 or 0, b.total_gpu, b.walltime, b.n))
+    log(("Pass: Batch: %.6fms GPU, %.2fs total GPU, %.2fs total wall, %dx%s\n"):format(
+      b.n > 0 and b.total_gpu / b.n * 1e3 or 0, b.total_gpu, b.walltime, b.n,
+      b.graph and (" (replays of a graph of %d)"):format(b.graph) or ""))
   end
 end
 
