@@ -16,7 +16,7 @@
 #   release the check stage (fuzzer beside), then the release's figures
 #           alone on the GPU: bench/nvbench_compare.sh (cuda-bench against
 #           cudalua bench, into $OUT/nvbench), launch_cost and
-#           memory_resources against raw C
+#           memory_resources against raw C, register_host
 #
 # CUDA_BENCH_WHEEL names the cuda-bench wheel for the Python readers (it is
 # unpacked into /tmp/cb, where t/bench_nvbench_py.t looks). SRC is the source
@@ -154,6 +154,8 @@ stage_figures() {
   say "memory_resources --bandwidth --reference"
   "$cudalua" memory_resources --bandwidth --reference bench/copy_ref > "$out/memory_resources.log" 2>&1; echo "rc=$?"
   sed -n '/--- Copy bandwidth/,$p' "$out/memory_resources.log"
+  say "register_host"
+  "$cudalua" "$src/bench/register_host.lua" 2>&1 | tee "$out/register_host.log"
 }
 
 stage_bench_rest() {
