@@ -5,8 +5,9 @@
 #
 #   check   side by side: make check, and compute-sanitizer memcheck over the
 #           VMM, IPC, graph-memory, texture, registration and pageable tests;
-#           then the real-GPU fuzzer (seeds 1-4, 1,500 calls each, traced,
-#           FUZZ_TIMEOUT seconds each, default 40)
+#           then the real-GPU fuzzer (FUZZ_SEEDS, default 1-4, 1,500 calls
+#           each, traced, FUZZ_TIMEOUT seconds each, default 40; a crash is
+#           reduced to the calls it needs by bench/fuzz_reduce.lua)
 #   bench   make bench's four scripts (launch_cost and memory_resources
 #           first); between them Graph:launch batch by batch
 #           (bench/graph_launch_probe.lua), cudalua bench's copy at 2^16 bytes
@@ -17,13 +18,14 @@
 #           alone on the GPU: bench/nvbench_compare.sh (cuda-bench against
 #           cudalua bench, into $OUT/nvbench), launch_cost and
 #           memory_resources against raw C, register_host
+#   fuzz    the real-GPU fuzzer alone (FUZZ_SEEDS picks the seeds)
 #
 # CUDA_BENCH_WHEEL names the cuda-bench wheel for the Python readers (it is
 # unpacked into /tmp/cb, where t/bench_nvbench_py.t looks). SRC is the source
 # tree holding bench/ (default: this script's parent folder).
 # SPDX-License-Identifier: MIT
 set -u
-stage=${1:?usage: gpu_job.sh check|bench|all|release}
+stage=${1:?usage: gpu_job.sh check|bench|all|release|fuzz}
 here=$(cd "$(dirname "$0")" && pwd)
 src=${SRC:-$(dirname "$here")}
 out=${OUT:-$PWD/gpu-job-out}
@@ -67,18 +69,42 @@ run_make_check() {
   cat check.out $(find . -name test-suite.log) 2>/dev/null | gzip > "$out/check.log.gz"
 }
 
-# Each seed on its own, traced (FUZZ_TRACE: a run that does not end names its last action) and timed out.
+# Each seed on its own (FUZZ_SEEDS, default 1-4), traced (FUZZ_TRACE: a run
+# that does not end names its last action) and timed out, with
+# bench/segv_backtrace.c preloaded where cc builds it (a crash then says where
+# it died). The first seed that dies of a signal is cut down to the calls the
+# crash needs (bench/fuzz_reduce.lua, at most FUZZ_REDUCE_TIMEOUT seconds,
+# default 300), into $out/fuzz-reduce-SEED.txt.
 run_fuzzer() {
-  for seed in 1 2 3 4; do
+  preload=
+  cc -shared -fPIC -O1 -o /tmp/segv_backtrace.so "$src/bench/segv_backtrace.c" 2>/dev/null &&
+    preload=/tmp/segv_backtrace.so
+  crashed=
+  for seed in ${FUZZ_SEEDS:-1 2 3 4}; do
     t0=$(date +%s)
     LUA_PATH="$PWD/t/?.lua;;" CUDALUA_SRCDIR=$PWD CUDALUA_BUILDDIR=$PWD CUDALUA_CACHE=off FUZZ_REAL=1 \
-      FUZZ_SEED=$seed FUZZ_CALLS=1500 FUZZ_TRACE=1 timeout "${FUZZ_TIMEOUT:-40}" "$cudalua" t/fuzz.t \
-      > "$out/fuzz-$seed.tap" 2> fuzz-$seed.trace
+      FUZZ_SEED=$seed FUZZ_CALLS=1500 FUZZ_TRACE=1 LD_PRELOAD=$preload timeout "${FUZZ_TIMEOUT:-40}" \
+      "$cudalua" t/fuzz.t > "$out/fuzz-$seed.tap" 2> fuzz-$seed.trace
     rc=$?
+    last=$(grep -E '^[0-9]+ [0-9]+$' fuzz-$seed.trace | tail -1)
     echo "fuzzer seed $seed: rc=$rc, $(( $(date +%s) - t0 )) s, $(grep -c '^ok' "$out/fuzz-$seed.tap") ok," \
-      "$(grep -c '^not ok' "$out/fuzz-$seed.tap") not ok; last action: $(grep -E '^[0-9]+ [0-9]+$' fuzz-$seed.trace | tail -1)"
+      "$(grep -c '^not ok' "$out/fuzz-$seed.tap") not ok; last action: $last"
     tail -c 20000 fuzz-$seed.trace > "$out/fuzz-$seed.trace"
+    if [ $rc -gt 128 ] && [ -z "$crashed" ]; then crashed=$seed; crash_call=${last%% *}; fi
   done
+  [ -n "$crashed" ] || return 0
+  sed -n '/^segv_backtrace:/,$p' fuzz-$crashed.trace | head -30
+  # cudalua's own frames as functions and lines (libcuda has no symbols to
+  # give); a frame's address is where its call returns to, so look one before
+  sed -n '/^segv_backtrace:/,$s/^\([^(]*cudalua[^(]*\)(+\(0x[0-9a-f]*\)).*/\1 \2/p' fuzz-$crashed.trace |
+    while read -r file offset; do
+      echo "  $offset: $(addr2line -f -e "$file" "$(printf '0x%x' $((offset - 1)))" | tr '\n' ' ')"
+    done
+  echo "reducing seed $crashed's crash at call $crash_call"
+  timeout "${FUZZ_REDUCE_TIMEOUT:-300}" "$cudalua" "$src/bench/fuzz_reduce.lua" "$crashed" "$crash_call" 8 -- \
+    env LUA_PATH="$PWD/t/?.lua;;" CUDALUA_SRCDIR="$PWD" CUDALUA_BUILDDIR="$PWD" FUZZ_REAL=1 \
+    timeout 60 "$cudalua" t/fuzz.t > "$out/fuzz-reduce-$crashed.txt" 2>&1
+  echo "fuzz_reduce: rc=$?"; tail -40 "$out/fuzz-reduce-$crashed.txt"
 }
 
 # --report-api-errors no: memory errors only. With API errors reported, memcheck also counts
@@ -172,5 +198,6 @@ case $stage in
   bench) stage_bench; stage_bench_rest ;;
   all) FUZZ_BESIDE=1 run_checks_in_parallel; stage_bench; stage_bench_rest; say "all done" ;;
   release) FUZZ_BESIDE=1 run_checks_in_parallel; stage_nvbench; stage_figures; say "all done" ;;
-  *) echo "gpu_job.sh: no stage '$stage' (check, bench, all, release)" >&2; exit 2 ;;
+  fuzz) say "the real-GPU fuzzer"; run_fuzzer | tee "$out/fuzz.txt"; say "all done" ;;
+  *) echo "gpu_job.sh: no stage '$stage' (check, bench, all, release, fuzz)" >&2; exit 2 ;;
 esac

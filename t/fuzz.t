@@ -6,6 +6,15 @@
 -- seeds in turn), FUZZ_CALLS=N sets each run's length; it runs under the
 -- fake driver, or on the real GPU with FUZZ_REAL=1.
 --
+-- Each call draws from a generator of its own, seeded by (seed, call): what
+-- a call draws does not depend on the calls before it, so FUZZ_ONLY="3 17
+-- 40" (run only those calls) keeps their draws, and bench/fuzz_reduce.lua
+-- can cut a crashing run down to the calls the crash needs. FUZZ_TRACE=1
+-- writes each call's number and action to stderr; FUZZ_TRACE=2 also what
+-- it picked (that allocates strings, so collections fall elsewhere).
+-- FUZZ_DRAWS=sequential draws from one generator a run instead, as the
+-- fuzzer did before 2026-12-05: it replays the runs recorded then.
+--
 -- Under `make check-gcstress` every allocation runs the pending finalizers,
 -- and the "closer" finalizers armed here close one of the handles the call
 -- in flight was given (the `recent` list): the class of crash HACKING.md's
@@ -42,6 +51,7 @@ extern "C" __global__ void tmap_k(const __grid_constant__ Desc d, unsigned long 
 local fuzz_dir = t.tmpdir()
 local fuzz_src = 'extern "C" __global__ void k(int *x) { x[0] = 1; }'
 local pool = {}                     -- live objects, by kind
+local trace_picks = os.getenv("FUZZ_TRACE") == "2"
 local recent = {}                   -- what pick() handed to the call in flight
 local origin = setmetatable({}, {__mode = "k"})   -- for FUZZ_TRACE: where a stream or graph came from
 local function add(kind, obj) if obj ~= nil then pool[kind] = pool[kind] or {} table.insert(pool[kind], obj) end return obj end
@@ -50,6 +60,7 @@ local function pick(kind)
   if not list or #list == 0 then return nil end
   local obj = list[math.random(#list)]
   recent[#recent + 1] = obj
+  if trace_picks then io.stderr:write("  ", kind, ": ", tostring(obj), "\n") end
   return obj
 end
 
@@ -547,16 +558,21 @@ local actions = {
 local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro
 local skip = {}                         -- FUZZ_SKIP="36 39": actions left out, to tell a hang's cause
 for a in (os.getenv("FUZZ_SKIP") or ""):gmatch("%d+") do skip[tonumber(a)] = true end
+local per_call_draws = os.getenv("FUZZ_DRAWS") ~= "sequential"
+local only                              -- FUZZ_ONLY="3 17 40": the calls run, the rest left out
+for i in (os.getenv("FUZZ_ONLY") or ""):gmatch("%d+") do only = only or {}; only[tonumber(i)] = true end
 
 local function fuzz(seed)
   math.randomseed(seed)
   print("# seed " .. seed)
   local errors_ok, bad_error = 0, nil
   for i = 1, ncalls do
+    if per_call_draws then math.randomseed(seed, i) end
     local a = math.random(#actions)
-    if trace then io.stderr:write(i, " ", a, "\n") end
+    local run = not skip[a] and (only == nil or only[i])
+    if trace and run then io.stderr:write(i, " ", a, "\n") end
     local ok, err = true, nil
-    if not skip[a] then ok, err = pcall(actions[a]) end
+    if run then ok, err = pcall(actions[a]) end
     recent = {}
     if not ok then
       if type(err) == "string" or getmetatable(err) == cuda.Error then
