@@ -21,7 +21,7 @@ t.raises(function() methods_of("cuda.Context").create_stream("x") end, "cuda%.Co
 t.raises(function() registry["cuda.Context"].__close(false) end, "cuda%.Context expected", "close on a boolean")
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 30)
+  t.skip("no CUDA device", 32)
   t.done()
 end
 
@@ -138,6 +138,27 @@ t.raises(function() held:launch(s) end, "captured in a green context",
 held:close()
 collectgarbage()
 plain_graph:close(); green_graph:close()
+
+-- cuda.copy_batch on a green context's stream: the driver's batch checks its
+-- pointers in the current context, so the stream's own is made current (the
+-- real-GPU fuzzer died inside cuMemcpyBatchAsync, issue 27); then a batch on
+-- one of the device's streams, with the primary context current again
+t.seed()
+local n = 4 * math.random(16, 64)
+local src, dbuf, back = pinned:allocate(n), dev.memory_resource:allocate(n, s), pinned:allocate(n)
+src:view("uint8"):random(0, 256, math.random(1 << 40))
+back:fill(0)
+local half = n // 2
+cuda.copy_batch(s, {{dbuf:slice(0, half), src:slice(0, half)}, {dbuf:slice(half, n - half), src:slice(half, n - half)}},
+                {{src_access_order = "any", src_location_hint = "host"}, {prefer_overlap = true}})
+s:sync()
+cuda.copy_batch(plain, {{back, dbuf}})
+plain:sync()
+local function bytes(b) return string.char(table.unpack(b:view("uint8"):to_table())) end
+t.is(bytes(back), bytes(src), ("a batch on a green context's stream, then one on the device's: %d bytes"):format(n))
+cuda.copy_batch(s2, {{dbuf, back}}, {src_access_order = "during_api_call"})
+s2:sync()
+t.ok(true, "a batch on another green context's stream")
 
 -- closing: the context closes its streams first
 ctx:close()

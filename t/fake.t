@@ -16,7 +16,7 @@ if os.getenv("FAKE_SUITES") then
   suites = {}
   for name in os.getenv("FAKE_SUITES"):gmatch("%S+") do suites[#suites + 1] = name end
 end
-t.plan(59 + #suites)
+t.plan(60 + #suites)
 
 -- the GPU suites, whole, under the fake; what only a GPU can show may fail:
 -- work still running when the host looks (the fake runs it at issue time),
@@ -231,6 +231,15 @@ do
               buf, cuda.f32(4), cuda.f32(1), cuda.u64(N))
   gs:sync()
   t.is(floats(buf)[N], 5, "a kernel ran on the context's stream")
+  -- the fake's batch refuses a stream whose context is not current (fake.h):
+  -- copy_batch makes the green stream's current, then the device's again
+  local back = cuda.ManagedMemoryResource():allocate(N * 4)
+  cuda.copy_batch(gs, {{back:slice(0, 8), buf:slice(0, 8)}, {back:slice(8, N * 4 - 8), buf:slice(8, N * 4 - 8)}})
+  local plain = dev:create_stream()
+  cuda.copy_batch(plain, {{buf, back}}, {src_access_order = "any"})
+  plain:sync()
+  t.is(floats(back)[N] + floats(buf)[1], 10, "copy_batch on a green context's stream, then on the device's")
+  back:close(); plain:close()
   gs:close()                        -- stream first, then context
   ctx:close()
   ctx = context()

@@ -23,6 +23,8 @@ void fake_context_destroyed(CUcontext ctx)
     current = &destroyed;
 }
 
+CUcontext fake_ctx_current(void) { return current; }
+
 CUresult fake_ctx_usable(void)
 {
   return current == &destroyed ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;

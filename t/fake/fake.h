@@ -55,6 +55,7 @@ void fake_fail_from_env(void);
  * context fail with CUDA_ERROR_CONTEXT_IS_DESTROYED (fake_ctx_usable). */
 void fake_context_destroyed(CUcontext ctx);
 CUresult fake_ctx_usable(void);
+CUcontext fake_ctx_current(void);
 int fake_green_ctx_live(CUcontext ctx);
 int fake_initialized(void);
 int fake_device_count(void);
@@ -134,6 +135,14 @@ int fake_stream_capturing(CUstream s);
 void fake_capture_unsafe(void);   /* invalidates the captures an unsafe call breaks */
 int fake_event_valid(CUevent ev);
 CUresult fake_stream_create(CUstream *s, unsigned flags);
+/* A stream's context: the one current when it was made, or its green
+ * context's. cuMemcpyBatchAsync refuses a stream whose context is not
+ * current (CUDA_ERROR_INVALID_CONTEXT): the driver's batch checks its
+ * pointers in the current context, and a green context's stream with the
+ * primary context current is the likeliest cause of the SIGSEGV the
+ * real-GPU fuzzer met inside it (issue 27; not yet confirmed on a GPU). */
+void fake_stream_set_ctx(CUstream s, CUcontext ctx);
+int fake_stream_in_current_ctx(CUstream s);
 
 /* graphmem.c: graph memory. An allocation made in a capture is a node;
  * its memory exists from then on (the fake's address space is the host's)

@@ -542,6 +542,8 @@ CUresult fake_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *s
     return CUDA_ERROR_INVALID_VALUE;
   if (fake_stream_capturing(s))   /* no graph node form: what the H200's driver answers */
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (fake_stream_valid(s) && !fake_stream_in_current_ctx(s))
+    return CUDA_ERROR_INVALID_CONTEXT;
   for (size_t k = 0; k < numAttrs; k++) {
     CUmemcpySrcAccessOrder o = attrs[k].srcAccessOrder;
     if (o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o != CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL &&

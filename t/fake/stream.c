@@ -28,6 +28,7 @@ struct CUstream_st {
   int capture_invalid;        /* an unsafe call was made during it (fake_capture_unsafe) */
   CUstreamCaptureMode capture_mode;
   pthread_t capture_thread;   /* the thread that began it */
+  CUcontext ctx;              /* fake.h: fake_stream_set_ctx */
 };
 
 struct CUevent_st {
@@ -174,6 +175,17 @@ static CUresult host_issue(CUhostFn fn, void *data)
   return CUDA_SUCCESS;
 }
 
+void fake_stream_set_ctx(CUstream s, CUcontext ctx)
+{
+  s->ctx = ctx;
+}
+
+/* The legacy and per-thread streams are the current context's. */
+int fake_stream_in_current_ctx(CUstream s)
+{
+  return special_stream(s) || s->ctx == NULL || s->ctx == fake_ctx_current();
+}
+
 int fake_stream_capturing(CUstream s)
 {
   return fake_stream_valid(s) && !special_stream(s) && s->capture != NULL;
@@ -204,6 +216,7 @@ CUresult fake_stream_create(CUstream *s, unsigned flags)
   if (!*s)
     return CUDA_ERROR_OUT_OF_MEMORY;
   (*s)->magic = STREAM_MAGIC;
+  (*s)->ctx = fake_ctx_current();
   (*s)->next = streams;
   streams = *s;
   fake_live[FAKE_STREAM]++;
