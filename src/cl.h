@@ -751,6 +751,10 @@ void cl_builder_exec_closed(lua_State *L, int bi);
  * that context's streams, and keeps the context from being destroyed until
  * the graph is closed (ctx:close() then waits for its last graph). */
 void cl_green_activate(lua_State *L, void *green);
+/* Make current the context a stream's work runs in: its green context's,
+ * else its device's primary. Calls that check pointers in the current
+ * context (cuMemcpyBatchAsync) or act in it (instantiation) need it. */
+void cl_stream_activate(lua_State *L, const cl_Stream *s);
 int cl_green_is_closed(const void *green);
 void cl_green_graph_opened(void *green);
 void cl_green_graph_closed(void *green);

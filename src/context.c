@@ -273,11 +273,21 @@ void cl_green_activate(lua_State *L, void *green)
   Context *c = green;
   if (c->closed)
     luaL_error(L, "the stream's green context is closed");
+  if (c->ctx && c->ctx == cl_current_ctx)   /* as cl_device_activate: no driver call */
+    return;
   CUcontext ctx = NULL;
   CL_TRY(L, cuCtxFromGreenCtx, (&ctx, c->green));
   CL_TRY(L, cuCtxSetCurrent, (ctx));
   c->ctx = ctx;                 /* destroy() makes the primary current instead */
   cl_current_ctx = ctx;         /* so the next cl_device_activate switches back */
+}
+
+void cl_stream_activate(lua_State *L, const cl_Stream *s)
+{
+  if (s->green)
+    cl_green_activate(L, s->green);
+  else
+    cl_device_activate(L, s->dev);
 }
 
 int cl_green_is_closed(const void *green)

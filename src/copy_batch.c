@@ -323,14 +323,10 @@ static int cuda_copy_batch(lua_State *L)
     return 0;
   check_independent(L, &s, n);
   /* The batch call checks its pointers in the current context, not the
-   * stream's: a green context's stream takes its own context current, any
-   * other stream its device's primary. A mix is the likeliest cause of the
-   * SIGSEGV the real-GPU fuzzer met inside cuMemcpyBatchAsync (issue 27;
-   * graph launches crashed on one too), not yet confirmed on a GPU. */
-  if (st->green)
-    cl_green_activate(L, st->green);
-  else
-    cl_device_activate(L, st->dev);
+   * stream's. A green stream with the primary context current is the
+   * likeliest cause of the SIGSEGV the real-GPU fuzzer met inside
+   * cuMemcpyBatchAsync (issue 27), not yet confirmed on a GPU. */
+  cl_stream_activate(L, st);
   if (!batch_mode(st)) {               /* one cuMemcpyAsync a pair, in order */
     for (size_t k = 0; k < n; k++)
       CL_TRY(L, cuMemcpyAsync, (s.dsts[k], s.srcs[k], s.sizes[k], st->handle));

@@ -169,10 +169,7 @@ static int stream_end_capture(lua_State *L)
   int devi = lua_gettop(L);
   lua_getiuservalue(L, 1, 3);   /* what the capture used */
   int refs = s->capture ? lua_gettop(L) : instantiate ? 0 : gi + 1;
-  if (s->green)                 /* instantiated in the context it was captured in */
-    cl_green_activate(L, s->green);
-  else
-    cl_device_activate(L, s->dev);
+  cl_stream_activate(L, s);     /* instantiated in the context it was captured in */
   cl_GraphRefs *own = s->capture;   /* begun by s:begin_capture: counted */
   if (s->capture) {
     s->capture->capturing = 0;  /* streams that joined it leave it */
@@ -210,10 +207,7 @@ static void activate_for(lua_State *L, const Graph *g, cl_Stream *s)
     luaL_argerror(L, 2, g->green ? "the graph was captured in a green context: launch it on that "
                                    "context's streams"
                                  : "a stream of a green context runs only graphs captured on it");
-  if (g->green)
-    cl_green_activate(L, g->green);
-  else
-    cl_device_activate(L, s->dev);
+  cl_stream_activate(L, s);     /* the graph's context: s's, as just checked */
 }
 
 static int graph_upload(lua_State *L)

@@ -77,14 +77,6 @@ static int capturing(lua_State *L, const cl_Stream *s)
   return st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
-static void activate(lua_State *L, const cl_Stream *s)
-{
-  if (s->green)
-    cl_green_activate(L, s->green);
-  else
-    cl_device_activate(L, s->dev);
-}
-
 /* gm:allocate(size, stream) -> cuda.Buffer: an allocation node of the
  * graph that stream is capturing */
 static int graph_mr_allocate(lua_State *L)
@@ -104,7 +96,7 @@ static int graph_mr_allocate(lua_State *L)
   if (!capturing(L, s))
     luaL_argerror(L, 3, "the stream is not capturing: graph memory is allocated between "
                         "s:begin_capture() and s:end_capture()");
-  activate(L, s);
+  cl_stream_activate(L, s);
   CUdeviceptr p = 0;
   CL_TRY(L, cuMemAllocAsync, (&p, (size_t)n, s->handle));
   b->ptr = p;
@@ -160,7 +152,7 @@ int cl_graph_memory_close(lua_State *L, cl_Buffer *b, cl_Stream *s)
     return 0;
   }
   int in_graph = capturing(L, s);
-  activate(L, s);
+  cl_stream_activate(L, s);
   CUresult r = CL_CALL(cuMemFreeAsync, (b->ptr, s->handle));
   if (r != CUDA_SUCCESS && !in_graph)
     return cl_raise_detail(L, r, "cuMemFreeAsync", "graph memory is freed outside its graph only "

@@ -51,7 +51,8 @@ extern "C" __global__ void tmap_k(const __grid_constant__ Desc d, unsigned long 
 local fuzz_dir = t.tmpdir()
 local fuzz_src = 'extern "C" __global__ void k(int *x) { x[0] = 1; }'
 local pool = {}                     -- live objects, by kind
-local trace_picks = os.getenv("FUZZ_TRACE") == "2"
+local trace = os.getenv("FUZZ_TRACE")   -- 1: each call's action on stderr, for a crash's repro; 2: and its picks
+local trace_picks = trace == "2"
 local recent = {}                   -- what pick() handed to the call in flight
 local origin = setmetatable({}, {__mode = "k"})   -- for FUZZ_TRACE: where a stream or graph came from
 local function add(kind, obj) if obj ~= nil then pool[kind] = pool[kind] or {} table.insert(pool[kind], obj) end return obj end
@@ -555,7 +556,6 @@ local actions = {
       fakecuda.dlpack_delete(a, false) end end,
 }
 
-local trace = os.getenv("FUZZ_TRACE")   -- FUZZ_TRACE=1: each call's action on stderr, for a crash's repro
 local skip = {}                         -- FUZZ_SKIP="36 39": actions left out, to tell a hang's cause
 for a in (os.getenv("FUZZ_SKIP") or ""):gmatch("%d+") do skip[tonumber(a)] = true end
 local per_call_draws = os.getenv("FUZZ_DRAWS") ~= "sequential"

@@ -134,14 +134,14 @@ int fake_stream_valid(CUstream s);
 int fake_stream_capturing(CUstream s);
 void fake_capture_unsafe(void);   /* invalidates the captures an unsafe call breaks */
 int fake_event_valid(CUevent ev);
-CUresult fake_stream_create(CUstream *s, unsigned flags);
-/* A stream's context: the one current when it was made, or its green
- * context's. cuMemcpyBatchAsync refuses a stream whose context is not
- * current (CUDA_ERROR_INVALID_CONTEXT): the driver's batch checks its
- * pointers in the current context, and a green context's stream with the
- * primary context current is the likeliest cause of the SIGSEGV the
- * real-GPU fuzzer met inside it (issue 27; not yet confirmed on a GPU). */
-void fake_stream_set_ctx(CUstream s, CUcontext ctx);
+/* A stream of the context ctx: the current one for cuStreamCreate, a green
+ * context's for cuGreenCtxStreamCreate. cuMemcpyBatchAsync refuses a
+ * stream whose context is not current (CUDA_ERROR_INVALID_CONTEXT): the
+ * driver's batch checks its pointers in the current context, and a green
+ * context's stream with the primary context current is the likeliest cause
+ * of the SIGSEGV the real-GPU fuzzer met inside it (issue 27; not yet
+ * confirmed on a GPU). */
+CUresult fake_stream_create(CUstream *s, unsigned flags, CUcontext ctx);
 int fake_stream_in_current_ctx(CUstream s);
 
 /* graphmem.c: graph memory. An allocation made in a capture is a node;

@@ -168,8 +168,5 @@ CUresult fake_cuGreenCtxStreamCreate(CUstream *s, CUgreenCtx g, unsigned int fla
     return CUDA_ERROR_INVALID_HANDLE;
   if (flags != CU_STREAM_NON_BLOCKING)
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = fake_stream_create(s, flags);
-  if (r == CUDA_SUCCESS)
-    fake_stream_set_ctx(*s, &g->ctx);
-  return r;
+  return fake_stream_create(s, flags, &g->ctx);
 }

@@ -28,7 +28,7 @@ struct CUstream_st {
   int capture_invalid;        /* an unsafe call was made during it (fake_capture_unsafe) */
   CUstreamCaptureMode capture_mode;
   pthread_t capture_thread;   /* the thread that began it */
-  CUcontext ctx;              /* fake.h: fake_stream_set_ctx */
+  CUcontext ctx;              /* the context it was made in (fake.h) */
 };
 
 struct CUevent_st {
@@ -175,11 +175,6 @@ static CUresult host_issue(CUhostFn fn, void *data)
   return CUDA_SUCCESS;
 }
 
-void fake_stream_set_ctx(CUstream s, CUcontext ctx)
-{
-  s->ctx = ctx;
-}
-
 /* The legacy and per-thread streams are the current context's. */
 int fake_stream_in_current_ctx(CUstream s)
 {
@@ -205,10 +200,10 @@ CUresult fake_cuStreamCreateWithPriority(CUstream *s, unsigned int flags, int pr
 {
   FAKE_ENTER(cuStreamCreateWithPriority);
   (void)priority;
-  return fake_stream_create(s, flags);
+  return fake_stream_create(s, flags, fake_ctx_current());
 }
 
-CUresult fake_stream_create(CUstream *s, unsigned flags)
+CUresult fake_stream_create(CUstream *s, unsigned flags, CUcontext ctx)
 {
   if (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)
     return CUDA_ERROR_INVALID_VALUE;
@@ -216,7 +211,7 @@ CUresult fake_stream_create(CUstream *s, unsigned flags)
   if (!*s)
     return CUDA_ERROR_OUT_OF_MEMORY;
   (*s)->magic = STREAM_MAGIC;
-  (*s)->ctx = fake_ctx_current();
+  (*s)->ctx = ctx;
   (*s)->next = streams;
   streams = *s;
   fake_live[FAKE_STREAM]++;
