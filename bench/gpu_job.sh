@@ -18,6 +18,8 @@
 #           alone on the GPU: bench/nvbench_compare.sh (cuda-bench against
 #           cudalua bench, into $OUT/nvbench), launch_cost and
 #           memory_resources against raw C, register_host
+#   gate    the release stage without cuda-bench: what a change to the core
+#           needs before it lands (checks, fuzzer beside, then the figures)
 #   fuzz    the real-GPU fuzzer alone (FUZZ_SEEDS picks the seeds)
 #
 # CUDA_BENCH_WHEEL names the cuda-bench wheel for the Python readers (it is
@@ -25,7 +27,7 @@
 # tree holding bench/ (default: this script's parent folder).
 # SPDX-License-Identifier: MIT
 set -u
-stage=${1:?usage: gpu_job.sh check|bench|all|release|fuzz}
+stage=${1:?usage: gpu_job.sh check|bench|all|release|gate|fuzz}
 here=$(cd "$(dirname "$0")" && pwd)
 src=${SRC:-$(dirname "$here")}
 out=${OUT:-$PWD/gpu-job-out}
@@ -198,6 +200,7 @@ case $stage in
   bench) stage_bench; stage_bench_rest ;;
   all) FUZZ_BESIDE=1 run_checks_in_parallel; stage_bench; stage_bench_rest; say "all done" ;;
   release) FUZZ_BESIDE=1 run_checks_in_parallel; stage_nvbench; stage_figures; say "all done" ;;
+  gate) FUZZ_BESIDE=1 run_checks_in_parallel; stage_figures; say "all done" ;;
   fuzz) say "the real-GPU fuzzer"; run_fuzzer | tee "$out/fuzz.txt"; say "all done" ;;
-  *) echo "gpu_job.sh: no stage '$stage' (check, bench, all, release, fuzz)" >&2; exit 2 ;;
+  *) echo "gpu_job.sh: no stage '$stage' (check, bench, all, release, gate, fuzz)" >&2; exit 2 ;;
 esac

@@ -16,7 +16,8 @@
  * it with the last of them, so no texture ever reads a destroyed array. */
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
+#include "stream.h"
 
 static const char *const format_names[] = {
   "uint8", "uint16", "uint32", "int8", "int16", "int32", "float16", "float32", NULL

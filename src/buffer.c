@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* buffer.c: cuda.Buffer — copies, fill, slices, prefetch/advise, close.
+/* buffer.c: cuda.Buffer — allocation (mr:allocate), fill, slices,
+ * prefetch/advise, close; its copies are copy.c's.
  *
- * copy_to and copy_from are on the hot path of every streaming pipeline:
- * they check their arguments and issue one cuMemcpyAsync, allocating
- * nothing. A slice is a Buffer that does not own its memory; it keeps its
- * owner alive and becomes unusable once the owner is closed. */
+ * A slice is a Buffer that does not own its memory; it keeps its owner
+ * alive and becomes unusable once the owner is closed. */
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
 
 const char *cl_buffer_closed_why(const cl_Buffer *b)
 {
@@ -80,8 +79,8 @@ static int buffer_close(lua_State *L)
   cl_Stream *s = cl_opt_stream(L, 2);
   if (b->closed)
     return 0;
-  if (!b->owner && b->mr->graph_memory)   /* the graph's memory: graphs using it never defer */
-    return cl_graph_memory_close(L, b, s);
+  if (!b->owner && b->mr->ops && b->mr->ops->close_buffer)   /* graph memory (graph_memory.c) */
+    return b->mr->ops->close_buffer(L, b, s);
   b->closed = 1;
   if (!b->owner && b->graph_refs == 0)
     release(b, s);
@@ -106,147 +105,6 @@ static int buffer_gc(lua_State *L)
 {
   lua_settop(L, 1);
   return buffer_close(L);
-}
-
-/* --- copies ------------------------------------------------------------------
- * Both ends of a copy are spans: an open buffer or slice, or the elements
- * of a contiguous view (cl_check_span), so copy_to and copy_from serve
- * views too, as their methods. */
-
-void cl_check_span(lua_State *L, int i, cl_Span *out)
-{
-  cl_Buffer *b = cl_fast_test(L, i, CL_UV_BUFFER);
-  if (b == NULL) {
-    const void *v = cl_fast_test(L, i, CL_UV_VIEW);
-    if (v == NULL)
-      luaL_typeerror(L, i, "cuda.Buffer or cuda.View");
-    cl_ViewMemory m;
-    cl_view_memory(v, &m);
-    if (!cl_buffer_is_open(m.buf))
-      luaL_error(L, "%s (the view's buffer)", cl_buffer_closed_why(m.buf));
-    if (m.moved)                /* copy_batch passes pairs at negative indexes */
-      i > 0 ? luaL_argerror(L, i, "cuda.View: " CL_BUFFER_MOVED ": make the view again")
-            : luaL_error(L, "cuda.View: " CL_BUFFER_MOVED ": make the view again");
-    if (!m.contiguous)
-      luaL_argerror(L, i, "a strided cuda.View is not one run of bytes to copy");
-    out->ptr = m.ptr;
-    out->size = m.nbytes;
-    out->mr = m.buf->mr;
-    return;
-  }
-  if (!cl_buffer_is_open(b))
-    cl_check_buffer(L, i);
-  out->ptr = b->ptr;
-  out->size = b->size;
-  out->mr = b->mr;
-}
-
-/* An open stream first: the usual case needs no type check of its own. */
-static cl_Stream *fast_opt_stream(lua_State *L, int i)
-{
-  cl_Stream *s = cl_fast_test(L, i, CL_UV_STREAM);
-  if (s && !s->closed)
-    return s;
-  return lua_isnoneornil(L, i) ? NULL : cl_fast_check(L, i, CL_UV_STREAM, CL_STREAM);
-}
-
-/* With unified addressing cuMemcpyAsync copies between any two devices'
- * memory (peer to peer where the devices can, else staged by the driver),
- * ordered on the stream; the stream must belong to one of the two. */
-static void check_copy_devices(lua_State *L, const cl_Span *dst, const cl_Span *src,
-                               const cl_Stream *s)
-{
-  if (dst->mr->kind != CL_MR_DEVICE && src->mr->kind != CL_MR_DEVICE)
-    return;   /* host-mapped memory: any device's stream copies it */
-  const cl_Span *foreign = dst->mr->kind == CL_MR_DEVICE ? dst : src;
-  luaL_error(L, "cannot copy device %d memory on a stream of device %d: use a stream of "
-                "the source's or the destination's device", foreign->mr->dev->ordinal,
-             s->dev->ordinal);
-}
-
-static void copy(lua_State *L, const cl_Span *dst, const cl_Span *src, cl_Stream *s)
-{
-  if (src->size != dst->size)
-    luaL_error(L, "cannot copy %I bytes into a buffer of %I bytes: sizes must match",
-               (lua_Integer)src->size, (lua_Integer)dst->size);
-  if (s) {
-    if (dst->mr->dev != s->dev && src->mr->dev != s->dev)
-      check_copy_devices(L, dst, src, s);
-    cl_device_activate(L, s->dev);
-    CL_TRY(L, cuMemcpyAsync, (dst->ptr, src->ptr, src->size, s->handle));
-    if (s->capture)
-      cl_capture_keep(L, s, 3, 1, 2);   /* both callers: spans at 1 and 2, the stream at 3 */
-  } else if (src->mr->kind != CL_MR_DEVICE && dst->mr->kind != CL_MR_DEVICE) {
-    memmove((void *)(uintptr_t)dst->ptr, (const void *)(uintptr_t)src->ptr, src->size);
-  } else
-    luaL_error(L, "copying device memory needs a stream: buf:copy_to(dst, stream)");
-}
-
-/* Push a new buffer of size bytes from the resource of the buffer (or a
- * view's buffer) at srci, for copy_to(nil, s): whatever allocate returned,
- * which the caller checks. */
-static void push_like(lua_State *L, int srci, size_t size, int si)
-{
-  if (cl_fast_test(L, srci, CL_UV_VIEW)) {
-    lua_getiuservalue(L, srci, 1);
-    srci = lua_gettop(L);
-  }
-  const cl_Buffer *src = lua_touserdata(L, srci);
-  lua_getiuservalue(L, srci, 1);
-  if (src->owner) {   /* a slice: user value 1 is its owner; take the owner's resource */
-    lua_getiuservalue(L, -1, 1);
-    lua_remove(L, -2);
-  }
-  lua_getfield(L, -1, "allocate");
-  lua_insert(L, -2);
-  lua_pushinteger(L, (lua_Integer)size);
-  if (si)
-    lua_pushvalue(L, si);
-  else
-    lua_pushnil(L);
-  lua_call(L, 3, 1);
-}
-
-/* src:copy_to(dst, stream) -> dst; a nil dst allocates one like src. */
-static int buffer_copy_to(lua_State *L)
-{
-  cl_Span src, dst;
-  cl_check_span(L, 1, &src);
-  cl_Stream *s = fast_opt_stream(L, 3);
-  if (lua_isnil(L, 2)) {
-    push_like(L, 1, src.size, s ? 3 : 0);
-    lua_replace(L, 2);
-    lua_settop(L, 3);
-    /* allocate ran Lua code (its lookup, finalizers): check all again */
-    cl_check_span(L, 1, &src);
-    s = fast_opt_stream(L, 3);
-  }
-  cl_check_span(L, 2, &dst);
-  if (s && cl_copy_wait_first(L, s, dst.mr->kind, src.mr->kind)) {
-    cl_check_span(L, 1, &src);
-    s = fast_opt_stream(L, 3);
-    cl_check_span(L, 2, &dst);
-  }
-  copy(L, &dst, &src, s);
-  lua_pushvalue(L, 2);          /* cheaper than lua_settop, which looks for values to close */
-  return 1;
-}
-
-/* dst:copy_from(src, stream) -> dst */
-static int buffer_copy_from(lua_State *L)
-{
-  cl_Span src, dst;
-  cl_check_span(L, 1, &dst);
-  cl_check_span(L, 2, &src);
-  cl_Stream *s = fast_opt_stream(L, 3);
-  if (s && cl_copy_wait_first(L, s, dst.mr->kind, src.mr->kind)) {
-    cl_check_span(L, 1, &dst);
-    cl_check_span(L, 2, &src);
-    s = fast_opt_stream(L, 3);
-  }
-  copy(L, &dst, &src, s);
-  lua_pushvalue(L, 1);
-  return 1;
 }
 
 /* --- fill ----------------------------------------------------------------------- */
@@ -457,6 +315,32 @@ static int buffer_fields(lua_State *L)
   return 1;
 }
 
+/* mr:allocate(nbytes [, stream]) -> Buffer (a method of MemoryResource, from here) */
+static int mr_allocate(lua_State *L)
+{
+  lua_settop(L, 3);
+  cl_check_mr(L, 1);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, n > 0, 2, "size must be > 0");
+  cl_opt_stream(L, 3);
+  /* The buffer object first, closed: creating it can run finalizers that
+   * close the resource or the stream, so both are checked after it. */
+  cl_Buffer *b = cl_push_buffer(L, 0, (size_t)n, 1, NULL, lua_isnoneornil(L, 3) ? 0 : 3);
+  b->closed = 1;
+  cl_MemoryResource *mr = cl_check_mr(L, 1);
+  cl_Stream *s = cl_opt_stream(L, 3);
+  if (mr->ipc_opened)
+    luaL_argerror(L, 1, "memory opened from another process: this resource allocates nothing");
+  if (mr->foreign)
+    luaL_argerror(L, 1, "memory another library owns: this resource allocates nothing");
+  if (s && mr->dev && s->dev != mr->dev)
+    luaL_argerror(L, 3, "the stream belongs to another device");
+  b->ptr = cl_mr_allocate(L, mr, (size_t)n, s);
+  b->stream = s;
+  b->closed = 0;
+  return 1;
+}
+
 void cl_open_buffer(lua_State *L)
 {
   static const luaL_Reg meta[] = {
@@ -464,12 +348,14 @@ void cl_open_buffer(lua_State *L)
     {NULL, NULL}
   };
   static const luaL_Reg methods[] = {
-    {"copy_to", buffer_copy_to}, {"copy_from", buffer_copy_from}, {"fill", buffer_fill},
+    {"fill", buffer_fill},
     {"slice", buffer_slice}, {"close", buffer_close}, {"prefetch", buffer_prefetch},
     {"advise", buffer_advise}, {"set_deallocation_stream", buffer_set_deallocation_stream},
     {NULL, NULL}
   };
+  static const luaL_Reg mr_methods[] = {{"allocate", mr_allocate}, {NULL, NULL}};
   cl_new_type(L, CL_BUFFER, meta, methods, buffer_fields);
+  cl_add_methods(L, CL_MR, mr_methods);
   cl_lifetimes_buffer(cl_buffer_graph_release);
   static const cl_BufferAPI api = {cl_buffer_hold, cl_buffer_graph_release};
   lua_pushlightuserdata(L, (void *)&api);

@@ -19,23 +19,8 @@
 #include <cuda.h>
 
 #include "driver.h"
+#include "handle.h"
 
-#define CL_ERROR        "cuda.Error"
-#define CL_DEVICE       "cuda.Device"
-#define CL_STREAM       "cuda.Stream"
-#define CL_EVENT        "cuda.Event"
-#define CL_MR           "cuda.MemoryResource"
-#define CL_BUFFER       "cuda.Buffer"
-#define CL_VIEW         "cuda.View"
-#define CL_PROGRAM      "cuda.Program"
-#define CL_OBJECTCODE   "cuda.ObjectCode"
-#define CL_KERNEL       "cuda.Kernel"
-#define CL_LAUNCHCONFIG "cuda.LaunchConfig"
-#define CL_SCALAR       "cuda.Scalar"
-#define CL_GRAPH        "cuda.Graph"
-#define CL_GRAPHDEF     "cuda.GraphDefinition"
-#define CL_ARRAY        "cuda.Array"
-#define CL_TENSORMAP    "cuda.TensorMap"
 
 /* --- devices (device.c) -------------------------------------------------- */
 
@@ -65,14 +50,6 @@ cl_Device *cl_push_current_device(lua_State *L);
 cl_Device *cl_push_device_arg(lua_State *L, int i);
 /* Retain the primary context on first use and make it current. */
 void cl_device_activate_slow(lua_State *L, cl_Device *d);
-/* Push the device's default memory pool as a cuda.MemoryResource (memory.c). */
-void cl_push_default_mr(lua_State *L, int devi);
-extern __thread CUcontext cl_current_ctx;
-static inline void cl_device_activate(lua_State *L, cl_Device *d)
-{
-  if (d->ctx == NULL || d->ctx != cl_current_ctx)
-    cl_device_activate_slow(L, d);
-}
 
 /* --- streams and events (stream.c) --------------------------------------- */
 
@@ -105,9 +82,6 @@ cl_Event *cl_check_event(lua_State *L, int i);
 /* A graph that recorded or waited on ev is gone: a closed event is
  * destroyed with the last such graph. Never raises: it runs in finalizers. */
 void cl_event_graph_release(cl_Event *ev);
-/* Push the device's (at devi) legacy (per_thread = 0) or per-thread
- * default stream, one object each per device (stream.c). */
-void cl_push_default_stream(lua_State *L, int devi, int per_thread);
 /* s:sync() and ev:sync(), host functions polled (cl_sync). */
 void cl_stream_sync(lua_State *L, cl_Stream *s);
 void cl_event_sync(lua_State *L, cl_Event *ev);
@@ -133,46 +107,34 @@ void cl_release_deferred(void);
 void cl_hostfunc_wait(lua_State *L, cl_WaitFn wait, void *object, const char *api);
 /* The cl_WaitFn of a device's primary context (dev:sync; object: its cl_Device). */
 CUresult cl_device_wait(void *device, int block);
-/* Every wait on the GPU goes through here: the plain driver call unless a
- * host function is outstanding, which the wait must run on this thread
- * (or a release waits for the next wait). A wait runs Lua: the caller
- * re-checks what it uses after it. */
 /* Work left for the next wait with no host function outstanding, that
  * needs the Lua state (host_register.c's unregistrations, registered with
  * cl_lifetimes_quiet_work); it runs no Lua. */
 extern _Atomic int cl_quiet_work_pending;
 void cl_run_quiet_work(lua_State *L);
 void cl_lifetimes_quiet_work(void (*work)(lua_State *L));
-static inline void cl_sync(lua_State *L, cl_WaitFn wait, void *object, const char *api)
-{
-  if (cl_hostfunc_outstanding == 0 && cl_releases_deferred == 0 && cl_quiet_work_pending == 0)
-    cl_check(L, wait(object, 1), api);
-  else
-    cl_hostfunc_wait(L, wait, object, api);
-}
+/* s:launch_host_func (stream.c) in two steps: push the holder of the
+ * function at 2 and its arguments (returns its index), then, with the
+ * collector held and the stream checked, issue it on stream. */
+int cl_hostfunc_push_holder(lua_State *L);
+void cl_hostfunc_launch(lua_State *L, CUstream stream, int hi);
 void cl_open_hostfunc(lua_State *L);
 
 /* --- memory resources (memory.c) ----------------------------------------- */
 
 typedef enum { CL_MR_DEVICE, CL_MR_PINNED, CL_MR_MANAGED, CL_MR_HOST } cl_MRKind;
-/* A copy the driver finishes before it returns (into pageable memory, or
- * host to host) waits for its stream's earlier work, so for a host
- * function pending there, which runs only at this thread's next wait: it
- * would wait for ever. With one outstanding, such a copy first waits for
- * its stream (which must stay on the stack), running them. That wait runs
- * Lua: it returns 1 when it waited, and the caller checks its arguments
- * again. */
-static inline int cl_copy_wait_first(lua_State *L, cl_Stream *s, cl_MRKind dst, cl_MRKind src)
-{
-  if (cl_hostfunc_outstanding == 0)
-    return 0;
-  int dst_host = dst == CL_MR_HOST || dst == CL_MR_PINNED;
-  int src_host = src == CL_MR_HOST || src == CL_MR_PINNED;
-  if (dst != CL_MR_HOST && !(dst_host && src_host))
-    return 0;
-  cl_stream_sync(L, s);
-  return 1;
-}
+
+struct cl_MemoryResource;
+struct cl_Buffer;
+/* What a kind of resource made above memory.c does its own way (vmm.c,
+ * graph_memory.c): allocate n bytes (the device is current); push the
+ * field key and return 1, or return 0 for the common fields; close one of
+ * its buffers (buf:close(s)). A NULL member: memory.c's way. */
+typedef struct cl_MROps {
+  CUdeviceptr (*allocate)(lua_State *L, struct cl_MemoryResource *mr, size_t n);
+  int (*push_field)(lua_State *L, const struct cl_MemoryResource *mr, const char *key);
+  int (*close_buffer)(lua_State *L, struct cl_Buffer *b, struct cl_Stream *s);
+} cl_MROps;
 
 typedef struct cl_MemoryResource {
   int closed;
@@ -190,6 +152,7 @@ typedef struct cl_MemoryResource {
 #define CL_IPC_POOL 2           /* an imported pool's pointers (cuMemPoolImportPointer) */
   int ipc_pool;                 /* a pool other processes can import (DeviceMemoryResource{ipc = true}) */
   int pool_shared;              /* its handle exported once: the driver exports pointers only then */
+  const cl_MROps *ops;          /* a kind made above memory.c, else NULL */
   void *vmm;                    /* a cuda.VirtualMemoryResource's settings (vmm.c), else NULL */
   CUmemLocation location;       /* a pinned pool's host NUMA node, a managed resource's preferred
                                  * location (cuMemAdvise on each allocation); type 0: none */
@@ -198,6 +161,9 @@ typedef struct cl_MemoryResource {
 } cl_MemoryResource;
 
 cl_MemoryResource *cl_check_mr(lua_State *L, int i);
+/* n bytes of mr, allocated on s (NULL for none) for a new buffer and
+ * counted in mr's live totals (buffer.c's mr:allocate). */
+CUdeviceptr cl_mr_allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_Stream *s);
 /* Give a buffer's size bytes at ptr back to its resource, stream-ordered on
  * s where the resource is a pool, and count the buffer out of the
  * resource's live totals. Never raises: it runs in finalizers too. */
@@ -548,6 +514,10 @@ void cl_push_names_table(lua_State *L, const char *s, size_t n);
 
 /* Read a regular file into a new userdata on the stack; NULL with errno. */
 void *cl_push_file(lua_State *L, const char *path, size_t limit, size_t *size);
+/* The folder that holds scripts/ and kernels/: $(pkgdatadir) when
+ * installed; the interpreter points it at the source tree when it runs from
+ * the build tree. */
+extern const char *cl_datadir;
 /* The nbytes-byte little-endian unsigned integer at p (file formats). */
 static inline uint64_t cl_load_le(const unsigned char *p, int nbytes)
 {
@@ -557,122 +527,8 @@ static inline uint64_t cl_load_le(const unsigned char *p, int nbytes)
   return v;
 }
 
-/* --- handles: the pattern every type follows (handle.c) ------------------ */
-
-/* Register a type: metamethods `meta`, methods `methods`, and `fields`,
- * called as fields(L) with (self, key) for keys that are not methods. */
-void cl_new_type(lua_State *L, const char *tname, const luaL_Reg *meta,
-                 const luaL_Reg *methods, lua_CFunction fields);
-/* luaL_checkudata, then "cuda.X is closed" for a closed handle. */
-void *cl_check_open(lua_State *L, int i, const char *tname);
-
-/* Fast type checks for the hot paths (launch, copies, record, v[i]). Every
- * method, metamethod and module function is registered with the metatables
- * of these types as upvalues 1 to CL_NUV, so a check is one metatable
- * comparison instead of a registry lookup by name. Only functions
- * registered through cl_new_type, cl_add_methods, cl_setfuncs or
- * cl_push_closure may use them (and the fields functions of cl_new_type,
- * which run inside its __index). */
-enum { CL_UV_BUFFER = 1, CL_UV_STREAM, CL_UV_EVENT, CL_UV_SCALAR, CL_UV_CONFIG,
-       CL_UV_KERNEL, CL_UV_GRAPH, CL_UV_VIEW, CL_NUV = CL_UV_VIEW };
-/* In a type's __index closure, the upvalue after those: its methods table. */
-#define CL_UV_METHODS (CL_NUV + 1)
-void cl_setfuncs(lua_State *L, const luaL_Reg *fns);
-/* Push fn as a closure over the metatables (upvalues 1 to CL_NUV) and the
- * n values on the top of the stack, which it pops (upvalues CL_NUV + 1 on):
- * for metamethods a type sets up itself, such as View's __index. */
-void cl_push_closure(lua_State *L, lua_CFunction fn, int n);
-
-/* The metatable of the value at i, as a pointer to compare; NULL for none.
- * A pointer comparison is cheaper than lua_rawequal. */
-static inline const void *cl_metatable_of(lua_State *L, int i)
-{
-  if (!lua_getmetatable(L, i))
-    return NULL;
-  const void *mt = lua_topointer(L, -1);
-  lua_pop(L, 1);
-  return mt;
-}
-
-/* Whether mt, from cl_metatable_of, is the metatable in upvalue uv: for a
- * value that may be one of several types (a kernel argument). */
-static inline int cl_metatable_is(lua_State *L, const void *mt, int uv)
-{
-  return mt != NULL && mt == lua_topointer(L, lua_upvalueindex(uv));
-}
-
-/* The userdata at i if its metatable is upvalue uv, else NULL. */
-static inline void *cl_fast_test(lua_State *L, int i, int uv)
-{
-  void *p = lua_touserdata(L, i);
-  return p != NULL && cl_metatable_is(L, cl_metatable_of(L, i), uv) ? p : NULL;
-}
-
-/* An open handle of type uv (named tname), or the usual errors. */
-static inline void *cl_fast_check(lua_State *L, int i, int uv, const char *tname)
-{
-  int *h = cl_fast_test(L, i, uv);
-  if (h == NULL || *h)
-    h = cl_check_open(L, i, tname);
-  return h;
-}
-
-/* HACKING.md's rule: nothing runs Lua between checking a handle and using
- * it. A function that must allocate after its checks calls cl_gc_hold
- * before them: it pushes one to-be-closed slot (its index is returned)
- * and holds the collector off, so no finalizer runs, until the function
- * returns or raises, or cl_gc_release closes the slot. It does not stop
- * metamethods, calls or host functions. An error that leaves a coroutine
- * uncaught closes its slots only at coroutine.close: cl_gc_unstick (run
- * by every cl_check_open and hold) then gives up a hold whose thread died. */
-int cl_gc_hold(lua_State *L);
-void cl_gc_release(lua_State *L, int slot);
-extern int cl_gc_held;
-void cl_gc_unstick_slow(lua_State *L);
-static inline void cl_gc_unstick(lua_State *L)
-{
-  if (cl_gc_held)
-    cl_gc_unstick_slow(L);
-}
-void cl_open_gc_hold(lua_State *L);
-
-/* Add methods to a type registered earlier (Device gets create_stream
- * from stream.c, ...). */
-void cl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods);
-/* "cuda.X(detail)" or "cuda.X (closed)" for __tostring. */
-int cl_push_closed_name(lua_State *L, const char *tname);
-
-/* Option tables: idx is an option table or none/nil. Unknown keys and
- * values of the wrong type raise argument errors naming the field. */
-void cl_check_options(lua_State *L, int idx, const char *const known[]);
-const char *cl_push_names(lua_State *L, const char *const names[]);   /* "a, b, c" */
-int cl_opt_boolean(lua_State *L, int idx, const char *field, int def);
-lua_Integer cl_opt_integer(lua_State *L, int idx, const char *field, lua_Integer def);
-/* Pushes the field's string (def, or nil for a NULL def, when absent) and
- * returns it: valid while that slot stays on the stack, which the caller
- * pops when done. An __index may have made the string, and nothing else
- * anchors it against the collector. */
-const char *cl_opt_string(lua_State *L, int idx, const char *field, const char *def);
-
-/* Integers before they are cast to a narrower C type: the value must be an
- * integer (a float with an integer value counts) in [lo, hi], else an error
- * naming `what` and the limit it broke ("offset must be >= 0, got -1").
- * cl_check_integer_range raises an argument error for argument arg;
- * cl_opt_integer_range reads a field of the option table at idx;
- * cl_to_integer_range checks any stack slot i and raises a plain error. */
-lua_Integer cl_check_integer_range(lua_State *L, int arg, lua_Integer lo, lua_Integer hi,
-                                   const char *what);
-lua_Integer cl_opt_integer_range(lua_State *L, int idx, const char *field, lua_Integer def,
-                                 lua_Integer lo, lua_Integer hi);
-lua_Integer cl_to_integer_range(lua_State *L, int i, lua_Integer lo, lua_Integer hi,
-                                const char *what);
-
 /* --- the module (cuda.c) ------------------------------------------------ */
 
-/* The folder that holds scripts/ and kernels/: $(pkgdatadir) when
- * installed; the interpreter points it at the source tree when it runs from
- * the build tree. */
-extern const char *cl_datadir;
 
 /* Each file registers its types and module functions into the table on
  * the top of the stack. */
@@ -681,6 +537,8 @@ void cl_open_stream(lua_State *L);
 void cl_open_memory(lua_State *L);
 void cl_open_buffer(lua_State *L);
 void cl_open_view(lua_State *L);
+void cl_open_view_math(lua_State *L);   /* the bulk methods of cuda.View (view_math.c) */
+void cl_open_copy(lua_State *L);        /* copy_to, copy_from of buffers and views (copy.c) */
 void cl_open_copy_batch(lua_State *L);
 void cl_open_dtype(lua_State *L);
 void cl_open_program(lua_State *L);
@@ -697,21 +555,18 @@ void cl_open_vmm(lua_State *L);
 void cl_open_tensormap(lua_State *L);
 /* cuda.StridedMemoryView, cuda.from_dlpack, v:to_dlpack (view_foreign.c, dlpack.c) */
 void cl_open_foreign(lua_State *L);
+void cl_open_dlpack(lua_State *L);      /* v:to_dlpack, cuda.from_dlpack (dlpack.c) */
 void cl_open_host_register(lua_State *L);
 /* cuda.launch's hook (tensormap.c): for a cuda.TensorMap (metatable mt,
  * userdata ud) its 128-byte descriptor, and in *buf the buffer it encodes
  * (NULL when the map is closed); NULL for any other value. Runs no Lua
  * but to raise for a map made before its buffer moved (buf:grow). */
 const void *cl_tensormap_arg(lua_State *L, const void *mt, void *ud, cl_Buffer **buf);
-/* A virtual-memory resource's buffers (vmm.c): memory.c allocates them
- * here, lifetimes.c frees them (cl_open_vmm registers cl_vmm_free);
+/* A virtual-memory resource's buffers (vmm.c): its cl_MROps allocate
+ * them, lifetimes.c frees them (cl_open_vmm registers cl_vmm_free);
  * cl_vmm_free never raises and waits for nothing (the caller synchronized). */
-CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n);
 void cl_vmm_free(CUdeviceptr p);
-/* A virtual-memory resource's setting key (vmr.handle_type ...) pushed,
- * or 0 and nothing for other resources and keys (memory.c's fields). */
-int cl_vmm_push_field(lua_State *L, const cl_MemoryResource *mr, const char *key);
-/* PinnedMemoryResource's numa_id option of the table at idx: the node
+/* PinnedMemoryResource's numa_id option (memory.c; vmm.c reads it too) of the table at idx: the node
  * (>= 0; it makes the resource a pool: *pooled is set, and pool = false
  * with it is an error), or -1 when absent. */
 int cl_numa_option(lua_State *L, int idx, int *pooled);
@@ -743,9 +598,19 @@ void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p);
 void cl_push_graph(lua_State *L);
 void cl_graph_instantiate(lua_State *L, int gi, CUgraph graph, int owns_graph, int devi, int refs,
                           unsigned long long flags);
-/* An executable of the builder at bi was closed: once the builder is closed
- * too and no executable of it is left, what its nodes use may go. */
-void cl_builder_exec_closed(lua_State *L, int bi);
+/* What a cuda.Graph asks of the graph it was instantiated from when that
+ * is built or defined above graph.c (a cuda.GraphBuilder, graph_builder.c;
+ * a cuda.GraphDefinition, graph_def.c): the graph of the open one at i and
+ * its device, for g:update (raises for a closed one); and that one of its
+ * executables was closed (once it is closed too and none is left, what its
+ * nodes use may go; runs no Lua). Each type registers its own. */
+typedef struct cl_GraphSource {
+  CUgraph (*graph)(lua_State *L, int i, cl_Device **dev);
+  void (*exec_closed)(lua_State *L, int i);
+} cl_GraphSource;
+void cl_graph_source_register(lua_State *L, const char *tname, const cl_GraphSource *source);
+/* The flags of the instantiate options at idx, whose names were checked. */
+unsigned long long cl_instantiate_flags(lua_State *L, int idx);
 /* Green contexts and graphs (context.c): a graph captured on a stream of a
  * green context is instantiated with that context current, launches only on
  * that context's streams, and keeps the context from being destroyed until
@@ -763,20 +628,10 @@ void cl_green_graph_closed(void *green);
 unsigned long long cl_check_instantiate_options(lua_State *L, int idx);
 /* The executable of the open cuda.Graph at i. */
 CUgraphExec cl_graph_exec(lua_State *L, int i);
-/* The graph of the open cuda.GraphBuilder at bi (not a conditional body)
- * and its device, for g:update; raises otherwise. */
-CUgraph cl_builder_graph(lua_State *L, int bi, cl_Device **dev);
 void cl_open_graph_builder(lua_State *L);
-/* A captured graph before instantiation, a cuda.GraphDefinition
- * (graph_def.c): cl_push_graphdef pushes one closed until cl_graphdef_fill
- * (raw operations only) gives it graph, the device at devi, what its nodes
- * use (the GraphRefs at refs) and, for a capture on a green context's
- * stream, that context (green, its handle at ctxi; NULL and 0 otherwise). */
-void cl_push_graphdef(lua_State *L);
-void cl_graphdef_fill(lua_State *L, int di, CUgraph graph, int devi, int refs, void *green,
-                      int ctxi);
 /* The graph of the open definition at i, its device and green context
- * (NULL for none), for b:child and g:update; raises for a closed one. */
+ * (NULL for none), for b:child (and its cl_GraphSource); raises for a
+ * closed one. */
 CUgraph cl_graphdef_graph(lua_State *L, int i, cl_Device **dev, void **green);
 /* What in the open definition at i (at any depth of child graphs) cuda.h
  * restricts in a child graph: a mask of CL_DEF_EVENTS (event record or
@@ -785,17 +640,10 @@ CUgraph cl_graphdef_graph(lua_State *L, int i, cl_Device **dev, void **green);
 #define CL_DEF_EVENTS 1
 #define CL_DEF_CONDITIONAL 2
 unsigned cl_graphdef_restrictions(lua_State *L, int i);
-/* An executable of the definition at di was closed: once the definition is
- * closed too and none is left, what its nodes use may go. Runs no Lua. */
-void cl_graphdef_exec_closed(lua_State *L, int di);
 /* The executable at gi runs in the green context green (its handle at
  * ctxi), which it keeps alive and counts (graph.c). */
 void cl_graph_set_green(lua_State *L, int gi, void *green, int ctxi);
 void cl_open_graph_def(lua_State *L);
-/* Close the graph-memory buffer b (graph_memory.c): on s, a free node
- * while s is captured, else a free after the graph's launch; with no
- * stream, for Lua only. Raises only when given a stream. */
-int cl_graph_memory_close(lua_State *L, cl_Buffer *b, cl_Stream *s);
 /* Whether the capture refs (a cuda.GraphRefs at hi) allocated graph memory
  * that the program frees (no free node): launches of its graph then go
  * through cl_graph_memory_launch (check = 1, before cuGraphLaunch: raises
@@ -814,8 +662,6 @@ int cl_check_stream_options(lua_State *L, int opts, cl_Device *d, int *non_block
  * creates s->handle and sets closed = 0; it keeps the value at owneri (0
  * for none) alive: a green context keeps its streams' context. */
 cl_Stream *cl_push_new_stream(lua_State *L, int devi, int owneri, int priority, int non_blocking);
-/* dev.resources: {sm = cuda.SMResource} (context.c) */
-void cl_push_device_resources(lua_State *L, int devi);
 void cl_open_context(lua_State *L);
 
 int luaopen_cuda(lua_State *L);
@@ -895,18 +741,6 @@ void cl_lifetimes_vmm_free(void (*free_virtual)(CUdeviceptr p));
  * its shared pools are its own, which cuda.ipc_pool_open refuses. */
 void cl_lifetimes_pool_destroyed(void (*destroyed)(CUmemoryPool pool));
 void cl_open_lifetimes(lua_State *L);
-
-/* --- arguments ------------------------------------------------------------ */
-
-/* Raise "bad argument #N (unexpected argument ...)" when a function that
- * takes at most `most` arguments got a non-nil one past them. */
-static inline void cl_check_nargs(lua_State *L, int most)
-{
-  for (int i = lua_gettop(L); i > most; i--)
-    if (!lua_isnil(L, i))
-      luaL_argerror(L, i, lua_pushfstring(L, "unexpected argument (a %s)",
-                                          luaL_typename(L, i)));
-}
 
 /* cuda.nvtx (nvtx.c) and cuda.set_affinity/get_affinity (affinity.c) */
 void cl_open_nvtx(lua_State *L);

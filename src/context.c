@@ -11,7 +11,7 @@
  * destroys them before the green context, as the driver requires. */
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
 
 #define CL_SMRESOURCE "cuda.SMResource"
 #define CL_CONTEXT    "cuda.Context"
@@ -52,12 +52,19 @@ static void push_resources_table(lua_State *L, const CUdevResource *sm, int devi
   lua_setfield(L, -2, "sm");
 }
 
-void cl_push_device_resources(lua_State *L, int devi)
+static void cl_push_device_resources(lua_State *L, int devi)
 {
   cl_Device *d = cl_check_device(L, devi);
   CUdevResource sm;
   CL_TRY(L, cuDeviceGetDevResource, (d->handle, &sm, CU_DEV_RESOURCE_TYPE_SM));
   push_resources_table(L, &sm, devi);
+}
+
+/* dev.resources (a field of Device, from here) */
+static int device_resources(lua_State *L)
+{
+  cl_push_device_resources(L, 1);
+  return 1;
 }
 
 static SMResource *check_resource(lua_State *L, int i)
@@ -352,7 +359,9 @@ void cl_open_context(lua_State *L)
   static const luaL_Reg device_methods[] = {
     {"create_context", device_create_context}, {NULL, NULL}
   };
+  static const luaL_Reg device_fields[] = {{"resources", device_resources}, {NULL, NULL}};
   cl_new_type(L, CL_SMRESOURCE, resource_meta, resource_methods, resource_fields);
   cl_new_type(L, CL_CONTEXT, meta, methods, context_fields);
   cl_add_methods(L, CL_DEVICE, device_methods);
+  cl_add_fields(L, CL_DEVICE, device_fields);
 }

@@ -8,12 +8,6 @@
 #include "cl.h"
 #include "nvml.h"
 
-#ifndef CUDALUA_PKGDATADIR
-#define CUDALUA_PKGDATADIR "/usr/local/share/cudalua"
-#endif
-
-const char *cl_datadir = CUDALUA_PKGDATADIR;
-
 /* cuda.clock(): seconds on a monotonic clock, for host-side timing. */
 static int cuda_clock(lua_State *L)
 {
@@ -39,6 +33,8 @@ int luaopen_cuda(lua_State *L)
   cl_open_memory(L);
   cl_open_buffer(L);
   cl_open_view(L);
+  cl_open_view_math(L);
+  cl_open_copy(L);
   cl_open_copy_batch(L);
   cl_open_program(L);
   cl_open_module(L);
@@ -61,6 +57,7 @@ int luaopen_cuda(lua_State *L)
   cl_open_tensormap(L);
   cl_open_nvml(L);
   cl_open_foreign(L);
+  cl_open_dlpack(L);
   cl_open_host_register(L);
   return 1;
 }

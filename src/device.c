@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
+#include "hostfunc.h"
 
 #define DEVICES_KEY "cuda.devices"      /* registry: ordinal -> Device */
 #define CURRENT_KEY "cuda.current"      /* registry: the current Device */
@@ -542,24 +543,12 @@ static int device_fields(lua_State *L)
     lua_pushfstring(L, "%d%d", d->cc_major, d->cc_minor);
   else if (strcmp(key, "compute_capability") == 0)
     push_compute_capability(L, d);
-  else if (strcmp(key, "memory_resource") == 0)
-    cl_push_default_mr(L, 1);
   else if (strcmp(key, "properties") == 0)
     push_properties(L, 1);   /* cached in the user value */
   else if (strcmp(key, "uuid") == 0)
     push_uuid(L, d);
   else if (strcmp(key, "pci_bus_id") == 0)
     push_pci_bus_id(L, d);
-  else if (strcmp(key, "resources") == 0)
-    cl_push_device_resources(L, 1);
-  else if (strcmp(key, "default_stream") == 0) {
-    /* cuda.core's rule: the per-thread stream when the environment asks for it */
-    const char *e = getenv("CUDALUA_PER_THREAD_DEFAULT_STREAM");
-    cl_push_default_stream(L, 1, e != NULL && *e != '\0' && strcmp(e, "0") != 0);
-  } else if (strcmp(key, "legacy_default_stream") == 0)
-    cl_push_default_stream(L, 1, 0);
-  else if (strcmp(key, "per_thread_default_stream") == 0)
-    cl_push_default_stream(L, 1, 1);
   else if (strncmp(key, "graph_mem_", 10) == 0 && push_graph_mem(L, d, key))
     ;
   else if (strcmp(key, "host_numa_id") == 0) {   /* -1: not a NUMA system */

@@ -481,7 +481,7 @@ static struct DLManagedTensor *api_to_legacy(lua_State *L, int idx)
   return api_to_any(L, idx, 0);
 }
 
-void view_open_dlpack(lua_State *L)
+void cl_open_dlpack(lua_State *L)
 {
   static const cudalua_DLPackAPI api = {
     CUDALUA_DLPACK_API_VERSION, api_push, api_push_legacy, api_to, api_to_legacy

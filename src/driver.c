@@ -12,7 +12,8 @@
 
 #include <lauxlib.h>
 
-#include "cl.h"
+#include "driver.h"
+#include "handle.h"
 
 struct cl_DriverAPI cl_driver;
 /* The context this thread last made current through us (cl_device_activate). */

@@ -84,6 +84,9 @@ struct cl_DriverAPI {
   CL_DRIVER_API_AT(CL_DRIVER_FIELD_AT)
 };
 extern struct cl_DriverAPI cl_driver;
+/* The context this thread last made current through cudalua (device.h's
+ * cl_device_activate; green contexts and releases too). */
+extern __thread CUcontext cl_current_ctx;
 
 /* Load the driver and call cuInit once per process. Raises a cuda.Error
  * with unavailable = true, naming the cause, when there is no driver. */

@@ -1,12 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* file.c: reading whole files into Lua memory, for the compile cache and
  * for programs loaded from disk. Neither owns the other, so the reader
- * lives apart from both; cl_load_le (cl.h) decodes what it reads. */
+ * lives apart from both; cl_load_le (cl.h) decodes what it reads. And
+ * where the files cudalua ships lie (cl_datadir). */
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
 #include "cl.h"
+
+#ifndef CUDALUA_PKGDATADIR
+#define CUDALUA_PKGDATADIR "/usr/local/share/cudalua"
+#endif
+
+const char *cl_datadir = CUDALUA_PKGDATADIR;
 
 /* Read the regular file at path into a new userdata pushed on the stack.
  * Returns it, or NULL (pushing nothing) with errno set; files larger than

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
 
 typedef struct Graph {
   int closed;
@@ -41,8 +41,7 @@ static const unsigned long long instantiate_flags[] = {
   CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
 };
 
-/* The flags of the options at idx, whose names were checked */
-static unsigned long long instantiate_flags_of(lua_State *L, int idx)
+unsigned long long cl_instantiate_flags(lua_State *L, int idx)
 {
   unsigned long long flags = 0;
   for (int k = 0; instantiate_options[k]; k++)
@@ -54,7 +53,7 @@ static unsigned long long instantiate_flags_of(lua_State *L, int idx)
 unsigned long long cl_check_instantiate_options(lua_State *L, int idx)
 {
   cl_check_options(L, idx, instantiate_options);
-  return instantiate_flags_of(L, idx);
+  return cl_instantiate_flags(L, idx);
 }
 
 static Graph *check_graph(lua_State *L, int i)
@@ -128,71 +127,6 @@ void cl_graph_set_green(lua_State *L, int gi, void *green, int ctxi)
   cl_green_graph_opened(green);
   lua_pushvalue(L, ctxi);       /* the context: alive while the graph is */
   lua_setiuservalue(L, gi, 3);
-}
-
-/* end_capture's options: instantiate's, and whether to instantiate */
-static int check_end_options(lua_State *L, unsigned long long *flags)
-{
-  static const char *const known[] = {
-    "instantiate", "auto_free_on_launch", "device_launch", "use_node_priority", NULL
-  };
-  cl_check_options(L, 2, known);
-  int instantiate = cl_opt_boolean(L, 2, "instantiate", 1);
-  *flags = instantiate_flags_of(L, 2);
-  if (!instantiate && *flags)
-    luaL_argerror(L, 2, "instantiate = false takes no instantiate options: give them to "
-                        "def:instantiate");
-  return instantiate;
-}
-
-/* s:end_capture([options]) -> cuda.Graph, instantiated; with
- * {instantiate = false}, a cuda.GraphDefinition (graph_def.c) */
-static int stream_end_capture(lua_State *L)
-{
-  lua_settop(L, 2);
-  luaL_checkudata(L, 1, CL_STREAM);
-  unsigned long long flags;
-  int instantiate = check_end_options(L, &flags);
-  if (instantiate)
-    cl_push_graph(L);           /* closed until instantiated */
-  else {
-    cl_push_graphdef(L);        /* closed until it has the graph */
-    cl_push_graph_refs(L);      /* what it uses, should the stream hold no capture's */
-  }
-  int gi = instantiate ? lua_gettop(L) : lua_gettop(L) - 1;
-  cl_Stream *s = cl_check_stream(L, 1);
-  if (s->capture && s->capture->origin != s)   /* its uses are the origin's capture's */
-    return luaL_error(L, "end_capture: the stream joined a capture that another stream began: "
-                         "end it on that stream");
-  CUgraph graph = NULL;
-  lua_getiuservalue(L, 1, 1);   /* the device */
-  int devi = lua_gettop(L);
-  lua_getiuservalue(L, 1, 3);   /* what the capture used */
-  int refs = s->capture ? lua_gettop(L) : instantiate ? 0 : gi + 1;
-  cl_stream_activate(L, s);     /* instantiated in the context it was captured in */
-  cl_GraphRefs *own = s->capture;   /* begun by s:begin_capture: counted */
-  if (s->capture) {
-    s->capture->capturing = 0;  /* streams that joined it leave it */
-    cl_capture_set(L, s, 1, 0);
-  }
-  CUresult r = CL_CALL(cuStreamEndCapture, (s->handle, &graph));
-  cl_capture_ended(own);        /* the releases deferred during it are made */
-  if (r != CUDA_SUCCESS) {
-    if (refs)
-      cl_graph_refs_release(L, refs);   /* no graph will use what it captured */
-    cl_raise(L, r, "cuStreamEndCapture");
-  }
-  lua_getiuservalue(L, 1, 2);   /* the green context, or nil */
-  int ctxi = lua_gettop(L);
-  if (!instantiate)
-    cl_graphdef_fill(L, gi, graph, devi, refs, s->green, ctxi);
-  else {
-    cl_graph_instantiate(L, gi, graph, 1, devi, refs, flags);
-    if (s->green)
-      cl_graph_set_green(L, gi, s->green, ctxi);
-  }
-  lua_settop(L, gi);
-  return 1;
 }
 
 /* g:upload(stream): load the graph on the device ahead of its first launch */
@@ -291,6 +225,27 @@ static int update_refused(lua_State *L, CUresult r, const CUgraphExecUpdateResul
                       ? update_reasons[reason] : "an unknown reason", where);
 }
 
+/* The key of a type's cl_GraphSource in its metatable */
+#define GRAPH_SOURCE_KEY "__cl_graph_source"
+
+void cl_graph_source_register(lua_State *L, const char *tname, const cl_GraphSource *source)
+{
+  luaL_getmetatable(L, tname);
+  lua_pushlightuserdata(L, (void *)source);
+  lua_setfield(L, -2, GRAPH_SOURCE_KEY);
+  lua_pop(L, 1);
+}
+
+/* The cl_GraphSource of the value at i, or NULL */
+static const cl_GraphSource *graph_source(lua_State *L, int i)
+{
+  if (luaL_getmetafield(L, i, GRAPH_SOURCE_KEY) == LUA_TNIL)
+    return NULL;
+  const cl_GraphSource *source = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return source;
+}
+
 /* The graph of the update source at 2 and its device; the value whose
  * uses the executable must keep is pushed (a builder's or a capture's). */
 static CUgraph update_source(lua_State *L, cl_Device **dev)
@@ -305,10 +260,7 @@ static CUgraph update_source(lua_State *L, cl_Device **dev)
     if (src->owns_graph)
       return src->graph;
   }
-  void *green;
-  if (luaL_testudata(L, -1, CL_GRAPHDEF))
-    return cl_graphdef_graph(L, lua_gettop(L), dev, &green);
-  return cl_builder_graph(L, lua_gettop(L), dev);
+  return graph_source(L, -1)->graph(L, lua_gettop(L), dev);
 }
 
 /* g:update(source): the executable runs the graph of source (a
@@ -321,8 +273,7 @@ static int graph_update(lua_State *L)
 {
   lua_settop(L, 2);
   luaL_checkudata(L, 1, CL_GRAPH);
-  luaL_argexpected(L, luaL_testudata(L, 2, CL_GRAPH) || luaL_testudata(L, 2, "cuda.GraphBuilder") ||
-                   luaL_testudata(L, 2, CL_GRAPHDEF), 2,
+  luaL_argexpected(L, luaL_testudata(L, 2, CL_GRAPH) || graph_source(L, 2), 2,
                    "cuda.GraphDefinition, cuda.GraphBuilder or cuda.Graph");
   cl_push_graph_refs(L);        /* 3: what updates bring in, unless g has one already */
   Graph *g = check_graph(L, 1);
@@ -369,10 +320,8 @@ static int graph_close(lua_State *L)
     if (lua_getiuservalue(L, 1, 2) == LUA_TUSERDATA) {
       if (luaL_testudata(L, -1, CL_GRAPHREFS))
         cl_graph_refs_release(L, lua_gettop(L));   /* what the capture used */
-      else if (luaL_testudata(L, -1, CL_GRAPHDEF))
-        cl_graphdef_exec_closed(L, lua_gettop(L)); /* its definition's */
-      else
-        cl_builder_exec_closed(L, lua_gettop(L));  /* a built graph's are its builder's */
+      else                      /* a built or defined graph's are its builder's or definition's */
+        graph_source(L, -1)->exec_closed(L, lua_gettop(L));
     }
     lua_pushnil(L);             /* what its nodes used may go now */
     lua_setiuservalue(L, 1, 2);
@@ -436,7 +385,7 @@ void cl_open_graph(lua_State *L)
     {"close", graph_close}, {NULL, NULL}
   };
   static const luaL_Reg stream_methods[] = {
-    {"begin_capture", stream_begin_capture}, {"end_capture", stream_end_capture},
+    {"begin_capture", stream_begin_capture},
     {NULL, NULL}
   };
   cl_new_type(L, CL_GRAPH, meta, methods, graph_fields);

@@ -36,7 +36,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
 
 #define CL_GRAPHBUILDER "cuda.GraphBuilder"
 #define CL_GRAPHNODE    "cuda.GraphNode"
@@ -514,7 +514,8 @@ static int graph_update_kernel(lua_State *L)
   return 0;
 }
 
-CUgraph cl_builder_graph(lua_State *L, int bi, cl_Device **dev)
+/* its cl_GraphSource's: a conditional body's graph is its owner's */
+static CUgraph builder_graph(lua_State *L, int bi, cl_Device **dev)
 {
   Builder *b = check_builder(L, bi);
   if (b->parent)
@@ -536,7 +537,8 @@ static void release_if_unused(lua_State *L, int bi, const Builder *b)
   lua_pop(L, 1);
 }
 
-void cl_builder_exec_closed(lua_State *L, int bi)
+/* its cl_GraphSource's */
+static void builder_exec_closed(lua_State *L, int bi)
 {
   Builder *b = luaL_checkudata(L, bi, CL_GRAPHBUILDER);
   if (b->execs > 0)
@@ -597,7 +599,9 @@ void cl_open_graph_builder(lua_State *L)
   };
   static const luaL_Reg graph_methods[] = {{"update_kernel", graph_update_kernel}, {NULL, NULL}};
   static const luaL_Reg functions[] = {{"Graph", cuda_graph}, {NULL, NULL}};
+  static const cl_GraphSource source = {builder_graph, builder_exec_closed};
   cl_new_type(L, CL_GRAPHBUILDER, meta, methods, builder_fields);
+  cl_graph_source_register(L, CL_GRAPHBUILDER, &source);
   cl_new_type(L, CL_GRAPHNODE, NULL, NULL, NULL);
   cl_add_methods(L, CL_GRAPH, graph_methods);
   cl_setfuncs(L, functions);

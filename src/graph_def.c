@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cl.h"
+#include "device.h"
 
 typedef struct GraphDef {
   int closed;
@@ -46,7 +46,11 @@ static GraphDef *check_def(lua_State *L, int i)
   return cl_check_open(L, i, CL_GRAPHDEF);
 }
 
-void cl_push_graphdef(lua_State *L)
+/* push_graphdef pushes a definition closed until graphdef_fill (raw
+ * operations only) gives it graph, the device at devi, what its nodes use
+ * (the GraphRefs at refs) and, for a capture on a green context's stream,
+ * that context (green, its handle at ctxi; NULL and 0 otherwise). */
+static void push_graphdef(lua_State *L)
 {
   GraphDef *d = lua_newuserdatauv(L, sizeof *d, 4);
   memset(d, 0, sizeof *d);
@@ -54,8 +58,8 @@ void cl_push_graphdef(lua_State *L)
   luaL_setmetatable(L, CL_GRAPHDEF);
 }
 
-void cl_graphdef_fill(lua_State *L, int di, CUgraph graph, int devi, int refs, void *green,
-                      int ctxi)
+static void graphdef_fill(lua_State *L, int di, CUgraph graph, int devi, int refs, void *green,
+                          int ctxi)
 {
   GraphDef *d = lua_touserdata(L, di);
   d->graph = graph;
@@ -80,6 +84,13 @@ CUgraph cl_graphdef_graph(lua_State *L, int i, cl_Device **dev, void **green)
   return d->graph;
 }
 
+/* its cl_GraphSource's */
+static CUgraph source_graph(lua_State *L, int i, cl_Device **dev)
+{
+  void *green;
+  return cl_graphdef_graph(L, i, dev, &green);
+}
+
 /* The context the definition's graph was captured in made current. */
 static void activate(lua_State *L, const GraphDef *d)
 {
@@ -100,7 +111,8 @@ static void release_if_unused(lua_State *L, int di, const GraphDef *d)
   lua_pop(L, 1);
 }
 
-void cl_graphdef_exec_closed(lua_State *L, int di)
+/* its cl_GraphSource's */
+static void exec_closed(lua_State *L, int di)
 {
   GraphDef *d = lua_touserdata(L, di);
   if (d->execs > 0)
@@ -133,7 +145,7 @@ static int def_clone(lua_State *L)
 {
   lua_settop(L, 1);
   luaL_checkudata(L, 1, CL_GRAPHDEF);
-  cl_push_graphdef(L);          /* 2 */
+  push_graphdef(L);          /* 2 */
   cl_push_graph_refs(L);        /* 3: what the copy uses, counted again */
   lua_getiuservalue(L, 1, 1);   /* 4 */
   lua_getiuservalue(L, 1, 3);   /* 5 */
@@ -143,7 +155,7 @@ static int def_clone(lua_State *L)
   activate(L, d);
   CL_TRY(L, cuGraphClone, (&copy, d->graph));
   cl_graph_refs_add(L, 3, 6);
-  cl_graphdef_fill(L, 2, copy, 4, 3, d->green, 5);
+  graphdef_fill(L, 2, copy, 4, 3, d->green, 5);
   lua_settop(L, 2);
   return 1;
 }
@@ -375,6 +387,72 @@ static int def_tostring(lua_State *L)
   return 1;
 }
 
+/* end_capture's options: instantiate's, and whether to instantiate */
+static int check_end_options(lua_State *L, unsigned long long *flags)
+{
+  static const char *const known[] = {
+    "instantiate", "auto_free_on_launch", "device_launch", "use_node_priority", NULL
+  };
+  cl_check_options(L, 2, known);
+  int instantiate = cl_opt_boolean(L, 2, "instantiate", 1);
+  *flags = cl_instantiate_flags(L, 2);
+  if (!instantiate && *flags)
+    luaL_argerror(L, 2, "instantiate = false takes no instantiate options: give them to "
+                        "def:instantiate");
+  return instantiate;
+}
+
+/* s:end_capture([options]) -> cuda.Graph, instantiated; with
+ * {instantiate = false}, a cuda.GraphDefinition (a method of Stream, from
+ * here; s:begin_capture is graph.c's) */
+static int stream_end_capture(lua_State *L)
+{
+  lua_settop(L, 2);
+  luaL_checkudata(L, 1, CL_STREAM);
+  unsigned long long flags;
+  int instantiate = check_end_options(L, &flags);
+  if (instantiate)
+    cl_push_graph(L);           /* closed until instantiated */
+  else {
+    push_graphdef(L);        /* closed until it has the graph */
+    cl_push_graph_refs(L);      /* what it uses, should the stream hold no capture's */
+  }
+  int gi = instantiate ? lua_gettop(L) : lua_gettop(L) - 1;
+  cl_Stream *s = cl_check_stream(L, 1);
+  if (s->capture && s->capture->origin != s)   /* its uses are the origin's capture's */
+    return luaL_error(L, "end_capture: the stream joined a capture that another stream began: "
+                         "end it on that stream");
+  CUgraph graph = NULL;
+  lua_getiuservalue(L, 1, 1);   /* the device */
+  int devi = lua_gettop(L);
+  lua_getiuservalue(L, 1, 3);   /* what the capture used */
+  int refs = s->capture ? lua_gettop(L) : instantiate ? 0 : gi + 1;
+  cl_stream_activate(L, s);     /* instantiated in the context it was captured in */
+  cl_GraphRefs *own = s->capture;   /* begun by s:begin_capture: counted */
+  if (s->capture) {
+    s->capture->capturing = 0;  /* streams that joined it leave it */
+    cl_capture_set(L, s, 1, 0);
+  }
+  CUresult r = CL_CALL(cuStreamEndCapture, (s->handle, &graph));
+  cl_capture_ended(own);        /* the releases deferred during it are made */
+  if (r != CUDA_SUCCESS) {
+    if (refs)
+      cl_graph_refs_release(L, refs);   /* no graph will use what it captured */
+    cl_raise(L, r, "cuStreamEndCapture");
+  }
+  lua_getiuservalue(L, 1, 2);   /* the green context, or nil */
+  int ctxi = lua_gettop(L);
+  if (!instantiate)
+    graphdef_fill(L, gi, graph, devi, refs, s->green, ctxi);
+  else {
+    cl_graph_instantiate(L, gi, graph, 1, devi, refs, flags);
+    if (s->green)
+      cl_graph_set_green(L, gi, s->green, ctxi);
+  }
+  lua_settop(L, gi);
+  return 1;
+}
+
 void cl_open_graph_def(lua_State *L)
 {
   static const luaL_Reg meta[] = {
@@ -385,7 +463,11 @@ void cl_open_graph_def(lua_State *L)
     {"debug_dot_print", def_debug_dot_print}, {"debug_dot_str", def_debug_dot_str},
     {"close", def_close}, {NULL, NULL}
   };
+  static const luaL_Reg stream_methods[] = {{"end_capture", stream_end_capture}, {NULL, NULL}};
+  static const cl_GraphSource source = {source_graph, exec_closed};
   cl_new_type(L, CL_GRAPHDEF, meta, methods, def_fields);
+  cl_graph_source_register(L, CL_GRAPHDEF, &source);
+  cl_add_methods(L, CL_STREAM, stream_methods);
   luaL_newmetatable(L, DOTFILE);
   lua_pushcfunction(L, dotfile_close);
   lua_setfield(L, -2, "__close");

@@ -43,6 +43,12 @@ enum {
   GA_IN_GRAPH                   /* a free node of a graph frees it */
 };
 
+/* buf:close(s) of a graph-memory buffer (its cl_MROps): on s, a free node
+ * while s is captured, else a free after the graph's launch; with no
+ * stream, for Lua only. Raises only when given a stream. */
+static int graph_memory_close(lua_State *L, cl_Buffer *b, cl_Stream *s);
+static const cl_MROps graph_memory_ops = {NULL, NULL, graph_memory_close};
+
 /* cuda.GraphMemoryResource([device]) */
 static int cuda_graph_mr(lua_State *L)
 {
@@ -60,6 +66,7 @@ static int cuda_graph_mr(lua_State *L)
   mr->kind = CL_MR_DEVICE;
   mr->dev = d;
   mr->graph_memory = 1;
+  mr->ops = &graph_memory_ops;
   mr->closed = 0;
   return 1;
 }
@@ -141,7 +148,7 @@ static void free_live(cl_Buffer *b)
     CL_CALL(cuCtxSetCurrent, (was));
 }
 
-int cl_graph_memory_close(lua_State *L, cl_Buffer *b, cl_Stream *s)
+static int graph_memory_close(lua_State *L, cl_Buffer *b, cl_Stream *s)
 {
   if (s == NULL) {              /* before a launch, for Lua only: the memory stays with the graph */
     if (b->graph_alloc == GA_LIVE) {

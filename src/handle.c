@@ -6,9 +6,10 @@
  * so that cl_fast_test compares one pointer instead of looking a metatable
  * up by name. A type's __index closure carries its methods table next, as
  * upvalue CL_UV_METHODS, where cl_add_methods finds it. */
+#include <math.h>
 #include <string.h>
 
-#include "cl.h"
+#include "handle.h"
 
 /* The metatables the fast checks compare with, in CL_UV_* order. */
 static const char *const upvalue_types[CL_NUV] = {
@@ -45,8 +46,24 @@ static int handle_index(lua_State *L)
   if (lua_rawget(L, lua_upvalueindex(CL_UV_METHODS)) != LUA_TNIL)
     return 1;
   lua_pop(L, 1);
-  lua_CFunction fields = lua_tocfunction(L, lua_upvalueindex(UV_FIELDS));
-  return fields ? fields(L) : 0;
+  lua_CFunction read_field = lua_tocfunction(L, lua_upvalueindex(UV_FIELDS));
+  return read_field ? read_field(L) : 0;
+}
+
+#define UV_ADDED_FIELDS (UV_FIELDS + 1)
+
+/* __index of a type that files above its own added fields to (cl_add_fields):
+ * methods, then the added fields, then the type's own. */
+static int handle_index_added(lua_State *L)
+{
+  lua_pushvalue(L, 2);
+  if (lua_rawget(L, lua_upvalueindex(CL_UV_METHODS)) != LUA_TNIL)
+    return 1;
+  lua_pushvalue(L, 2);
+  lua_CFunction read_field = lua_rawget(L, lua_upvalueindex(UV_ADDED_FIELDS)) == LUA_TNIL
+    ? lua_tocfunction(L, lua_upvalueindex(UV_FIELDS)) : lua_tocfunction(L, -1);
+  lua_pop(L, 2);
+  return read_field(L);
 }
 
 void cl_new_type(lua_State *L, const char *tname, const luaL_Reg *meta,
@@ -76,6 +93,30 @@ void cl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods)
   }
   cl_setfuncs(L, methods);
   lua_pop(L, 2);
+}
+
+void cl_add_fields(lua_State *L, const char *tname, const luaL_Reg *fields)
+{
+  luaL_getmetatable(L, tname);
+  lua_getfield(L, -1, "__index");
+  lua_CFunction index = lua_tocfunction(L, -1);
+  if (index != handle_index_added) {
+    if (index != handle_index)
+      luaL_error(L, "%s has no fields to add to", tname);   /* a bug of ours */
+    lua_getupvalue(L, -1, CL_UV_METHODS);
+    lua_getupvalue(L, -2, UV_FIELDS);
+    lua_newtable(L);
+    cl_push_closure(L, handle_index_added, 3);
+    lua_replace(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "__index");
+  }
+  lua_getupvalue(L, -1, UV_ADDED_FIELDS);
+  for (; fields->name; fields++) {
+    lua_pushcfunction(L, fields->func);
+    lua_setfield(L, -2, fields->name);
+  }
+  lua_pop(L, 3);
 }
 
 void *cl_check_open(lua_State *L, int i, const char *tname)

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
 
 #define CL_HOST_REGISTRATION "cuda.HostRegistration"
 

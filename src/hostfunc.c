@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* hostfunc.c: stream:launch_host_func(fn, ...) and cuda.poll().
+/* hostfunc.c: host functions into Lua (stream:launch_host_func(fn, ...),
+ * whose method is stream.c's, and cuda.poll()), and every wait on the GPU.
  *
  * The driver calls a host function on a thread of its own, where Lua must
  * never run. So the C trampoline it calls only hands the call over: it
@@ -310,17 +311,17 @@ CUresult cl_device_wait(void *device, int block)
 
 /* --- the functions ------------------------------------------------------------------- */
 
-static void check_not_capturing(lua_State *L, cl_Stream *s)
+static void check_not_capturing(lua_State *L, CUstream stream)
 {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  CL_TRY(L, cuStreamIsCapturing, (s->handle, &status));
+  CL_TRY(L, cuStreamIsCapturing, (stream, &status));
   if (status != CU_STREAM_CAPTURE_STATUS_NONE)
     luaL_error(L, "launch_host_func cannot be captured into a graph: a replay would call "
                   "into Lua from the driver's thread");
 }
 
-/* Push the holder of fn (at 2) and the arguments after it. */
-static Holder *push_holder(lua_State *L)
+/* Push the holder of fn (at 2) and the arguments after it; its index. */
+int cl_hostfunc_push_holder(lua_State *L)
 {
   int n = lua_gettop(L) - 2;
   Holder *h = lua_newuserdatauv(L, sizeof *h, 1);
@@ -334,28 +335,20 @@ static Holder *push_holder(lua_State *L)
   lua_pushinteger(L, n);
   lua_rawseti(L, -2, 0);
   lua_setiuservalue(L, -2, 1);
-  return h;
+  return lua_gettop(L);
 }
 
-/* stream:launch_host_func(fn, ...): fn(...) runs in stream order, on the
- * Lua thread, at its next wait or cuda.poll(); the stream waits for it.
- * The holder first; then, with the collector held (registering it
- * allocates), the stream's checks and the launch. */
-static int stream_launch_host_func(lua_State *L)
+/* Issue the call held by the holder at hi on stream (stream.c's
+ * s:launch_host_func, with the collector held and its checks made). */
+void cl_hostfunc_launch(lua_State *L, CUstream stream, int hi)
 {
-  luaL_checkudata(L, 1, CL_STREAM);
-  luaL_checktype(L, 2, LUA_TFUNCTION);
-  Holder *h = push_holder(L);
-  int hi = lua_gettop(L);
-  cl_gc_hold(L);
-  cl_Stream *s = cl_check_stream(L, 1);
-  cl_device_activate(L, s->dev);
-  check_not_capturing(L, s);
+  Holder *h = lua_touserdata(L, hi);
+  check_not_capturing(L, stream);
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, register_exit_handler);   /* after cuInit: runs before the driver's */
   HostCall *c = calloc(1, sizeof *c);
   if (c == NULL)
-    return luaL_error(L, "launch_host_func: out of memory");
+    luaL_error(L, "launch_host_func: out of memory");
   lua_pushvalue(L, hi);
   int ref = luaL_ref(L, LUA_REGISTRYINDEX);
   c->ref = ref;
@@ -363,7 +356,7 @@ static int stream_launch_host_func(lua_State *L)
   c->lua_thread = pthread_self();
   h->call = c;
   cl_hostfunc_outstanding++;
-  CUresult r = CL_CALL(cuLaunchHostFunc, (s->handle, trampoline, c));
+  CUresult r = CL_CALL(cuLaunchHostFunc, (stream, trampoline, c));
   if (r != CUDA_SUCCESS) {      /* never issued: no trampoline will see it */
     h->call = NULL;
     luaL_unref(L, LUA_REGISTRYINDEX, ref);
@@ -371,7 +364,6 @@ static int stream_launch_host_func(lua_State *L)
     cl_hostfunc_outstanding--;
     cl_raise(L, r, "cuLaunchHostFunc");
   }
-  return 0;
 }
 
 /* cuda.poll() -> n: run the host functions that are ready; never waits. */
@@ -392,11 +384,7 @@ static int cuda_poll(lua_State *L)
 void cl_open_hostfunc(lua_State *L)
 {
   static const luaL_Reg holder_meta[] = {{"__gc", holder_gc}, {NULL, NULL}};
-  static const luaL_Reg stream_methods[] = {
-    {"launch_host_func", stream_launch_host_func}, {NULL, NULL}
-  };
   static const luaL_Reg functions[] = {{"poll", cuda_poll}, {NULL, NULL}};
   cl_new_type(L, CL_HOSTCALL, holder_meta, NULL, NULL);
-  cl_add_methods(L, CL_STREAM, stream_methods);
   cl_setfuncs(L, functions);
 }

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cl.h"
+#include "device.h"
 
 #define CL_IPCEXPORT "cuda.IpcExport"
 #define CL_IPCPOOLHANDLE "cuda.IpcPoolHandle"

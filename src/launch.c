@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
 
 /* --- cuda.LaunchConfig{grid, block, shmem, cluster, cooperative} ----------------- */
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
 
 #define HOST_ALIGNMENT 4096     /* page-aligned: registrable, vector-friendly */
 #define DEFAULT_POOL_KEY "cuda.default_pools"   /* registry: ordinal -> MR */
@@ -81,7 +81,7 @@ static void set_threshold(lua_State *L, CUmemoryPool pool, cuuint64_t bytes)
  * threshold is raised so freed memory stays in the pool across syncs:
  * otherwise every synchronization hands it back and the next allocation
  * pays for a fresh mapping. */
-void cl_push_default_mr(lua_State *L, int devi)
+static void cl_push_default_mr(lua_State *L, int devi)
 {
   cl_Device *d = cl_check_device(L, devi);
   devi = lua_absindex(L, devi);
@@ -100,6 +100,13 @@ void cl_push_default_mr(lua_State *L, int devi)
   lua_pushvalue(L, -1);
   lua_rawseti(L, -3, d->ordinal);
   lua_remove(L, -2);
+}
+
+/* dev.memory_resource (a field of Device, from here) */
+static int device_memory_resource(lua_State *L)
+{
+  cl_push_default_mr(L, 1);
+  return 1;
 }
 
 /* --- this process's shared pools ------------------------------------------------
@@ -197,7 +204,7 @@ static int cuda_pinned_mr(lua_State *L)
   static const char *const options[] = {"pool", "device", "numa_id", NULL};
   cl_check_options(L, 1, options);
   int pooled = cl_opt_boolean(L, 1, "pool", 0);
-  /* a pool on a host NUMA node (vmm.c's cl_numa_option) */
+  /* a pool on a host NUMA node */
   int numa = cl_numa_option(L, 1, &pooled);
   if (!lua_isnoneornil(L, 1))
     lua_getfield(L, 1, "device");
@@ -323,6 +330,20 @@ static CUdeviceptr allocate_managed(lua_State *L, size_t n)
   return p;
 }
 
+int cl_numa_option(lua_State *L, int idx, int *pooled)
+{
+  if (lua_isnoneornil(L, idx))
+    return -1;
+  int explicit_pool = lua_getfield(L, idx, "pool") != LUA_TNIL;
+  lua_pop(L, 1);
+  lua_Integer numa = cl_opt_integer_range(L, idx, "numa_id", -1, 0, INT32_MAX);
+  if (numa < 0)
+    return -1;
+  luaL_argcheck(L, *pooled || !explicit_pool, idx, "numa_id makes a pool: pool = false contradicts it");
+  *pooled = 1;
+  return (int)numa;
+}
+
 /* A managed resource's preferred location, advised on a new allocation;
  * freed again when the driver refuses (a node the system lacks). */
 static void advise_preferred(lua_State *L, const cl_MemoryResource *mr, CUdeviceptr p, size_t n)
@@ -349,8 +370,8 @@ static CUdeviceptr allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_St
     return (CUdeviceptr)(uintptr_t)h;
   }
   cl_device_activate(L, mr->dev);
-  if (mr->vmm)
-    return cl_vmm_allocate(L, mr, n);
+  if (mr->ops && mr->ops->allocate)
+    return mr->ops->allocate(L, mr, n);
   if (mr->pool) {
     r = CL_CALL(cuMemAllocFromPoolAsync, (&p, n, mr->pool, s ? s->handle : NULL));
     if (r != CUDA_SUCCESS)
@@ -372,32 +393,12 @@ static CUdeviceptr allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_St
   return p;
 }
 
-/* mr:allocate(nbytes [, stream]) -> Buffer */
-static int mr_allocate(lua_State *L)
+CUdeviceptr cl_mr_allocate(lua_State *L, cl_MemoryResource *mr, size_t n, cl_Stream *s)
 {
-  lua_settop(L, 3);
-  cl_check_mr(L, 1);
-  lua_Integer n = luaL_checkinteger(L, 2);
-  luaL_argcheck(L, n > 0, 2, "size must be > 0");
-  cl_opt_stream(L, 3);
-  /* The buffer object first, closed: creating it can run finalizers that
-   * close the resource or the stream, so both are checked after it. */
-  cl_Buffer *b = cl_push_buffer(L, 0, (size_t)n, 1, NULL, lua_isnoneornil(L, 3) ? 0 : 3);
-  b->closed = 1;
-  cl_MemoryResource *mr = cl_check_mr(L, 1);
-  cl_Stream *s = cl_opt_stream(L, 3);
-  if (mr->ipc_opened)
-    luaL_argerror(L, 1, "memory opened from another process: this resource allocates nothing");
-  if (mr->foreign)
-    luaL_argerror(L, 1, "memory another library owns: this resource allocates nothing");
-  if (s && mr->dev && s->dev != mr->dev)
-    luaL_argerror(L, 3, "the stream belongs to another device");
-  b->ptr = allocate(L, mr, (size_t)n, s);
-  b->stream = s;
-  b->closed = 0;
-  mr->live_bytes += (size_t)n;
+  CUdeviceptr p = allocate(L, mr, n, s);
+  mr->live_bytes += n;
   mr->live_buffers++;
-  return 1;
+  return p;
 }
 
 /* A closed resource's pool is destroyed once no buffer needs it. */
@@ -672,7 +673,7 @@ static int mr_fields(lua_State *L)
            mr->location.type != CU_MEM_LOCATION_TYPE_INVALID &&
            mr->location.type != CU_MEM_LOCATION_TYPE_HOST)
     lua_pushinteger(L, mr->location.id);
-  else if (cl_vmm_push_field(L, mr, key))
+  else if (mr->ops && mr->ops->push_field && mr->ops->push_field(L, mr, key))
     ;                           /* a virtual-memory resource's settings (vmm.c) */
   else if (strcmp(key, "preferred_location_type") == 0 && mr->kind == CL_MR_MANAGED &&
            mr->location.type != CU_MEM_LOCATION_TYPE_INVALID)
@@ -690,7 +691,7 @@ void cl_open_memory(lua_State *L)
     {"__newindex", mr_newindex}, {NULL, NULL}
   };
   static const luaL_Reg methods[] = {
-    {"allocate", mr_allocate}, {"close", mr_close}, {"trim", mr_trim}, {NULL, NULL}
+    {"close", mr_close}, {"trim", mr_trim}, {NULL, NULL}
   };
   static const luaL_Reg functions[] = {
     {"DeviceMemoryResource", cuda_device_mr}, {"PinnedMemoryResource", cuda_pinned_mr},
@@ -698,6 +699,10 @@ void cl_open_memory(lua_State *L)
     {NULL, NULL}
   };
   cl_lifetimes_pool_destroyed(shared_pool_destroyed);
+  static const luaL_Reg device_fields[] = {
+    {"memory_resource", device_memory_resource}, {NULL, NULL}
+  };
   cl_new_type(L, CL_MR, meta, methods, mr_fields);
+  cl_add_fields(L, CL_DEVICE, device_fields);
   luaL_setfuncs(L, functions, 0);
 }

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
 
 const char *const cl_code_kinds[] = {"cubin", "ptx", "fatbin", "ltoir", "object", "library",
                                      NULL};

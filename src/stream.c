@@ -5,7 +5,8 @@
  * event given they allocate nothing. */
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
+#include "hostfunc.h"
 
 static const char *const stream_options[] = {"non_blocking", "priority", NULL};
 static const char *const event_options[] = {"timing", "blocking_sync", NULL};
@@ -219,7 +220,7 @@ static int stream_wait(lua_State *L)
  * are the driver's: close() leaves them open, as every caller shares them. */
 #define DEFAULT_STREAMS_KEY "cuda.default_streams"
 
-void cl_push_default_stream(lua_State *L, int devi, int per_thread)
+static void cl_push_default_stream(lua_State *L, int devi, int per_thread)
 {
   devi = lua_absindex(L, devi);
   lua_Integer key = 2 * (lua_Integer)cl_check_device(L, devi)->ordinal + per_thread + 1;
@@ -234,6 +235,44 @@ void cl_push_default_stream(lua_State *L, int devi, int per_thread)
     lua_rawseti(L, -3, key);
   }
   lua_remove(L, -2);
+}
+
+/* s:launch_host_func(fn, ...): fn(...) runs in stream order, on the Lua
+ * thread, at its next wait or cuda.poll() (hostfunc.c); the stream waits
+ * for it. The holder first; then, with the collector held (registering it
+ * allocates), the stream's checks and the launch. */
+static int stream_launch_host_func(lua_State *L)
+{
+  luaL_checkudata(L, 1, CL_STREAM);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  int hi = cl_hostfunc_push_holder(L);
+  cl_gc_hold(L);
+  cl_Stream *s = cl_check_stream(L, 1);
+  cl_device_activate(L, s->dev);
+  cl_hostfunc_launch(L, s->handle, hi);
+  return 0;
+}
+
+/* dev.default_stream: cuda.core's rule, the per-thread stream when the
+ * environment asks for it; dev.legacy_default_stream and
+ * dev.per_thread_default_stream (fields of Device, from here) */
+static int device_default_stream(lua_State *L)
+{
+  const char *e = getenv("CUDALUA_PER_THREAD_DEFAULT_STREAM");
+  cl_push_default_stream(L, 1, e != NULL && *e != '\0' && strcmp(e, "0") != 0);
+  return 1;
+}
+
+static int device_legacy_default_stream(lua_State *L)
+{
+  cl_push_default_stream(L, 1, 0);
+  return 1;
+}
+
+static int device_per_thread_default_stream(lua_State *L)
+{
+  cl_push_default_stream(L, 1, 1);
+  return 1;
 }
 
 static int stream_close(lua_State *L)
@@ -380,6 +419,7 @@ void cl_open_stream(lua_State *L)
   };
   static const luaL_Reg stream_methods[] = {
     {"sync", stream_sync}, {"record", stream_record}, {"wait", stream_wait},
+    {"launch_host_func", stream_launch_host_func},
     {"close", stream_close}, {NULL, NULL}
   };
   static const luaL_Reg event_meta[] = {
@@ -393,8 +433,14 @@ void cl_open_stream(lua_State *L)
     {"create_stream", device_create_stream}, {"create_event", device_create_event},
     {NULL, NULL}
   };
+  static const luaL_Reg device_fields[] = {
+    {"default_stream", device_default_stream},
+    {"legacy_default_stream", device_legacy_default_stream},
+    {"per_thread_default_stream", device_per_thread_default_stream}, {NULL, NULL}
+  };
   cl_new_type(L, CL_STREAM, stream_meta, stream_methods, stream_fields);
   cl_new_type(L, CL_EVENT, event_meta, event_methods, event_fields);
   cl_lifetimes_event(cl_event_graph_release);
   cl_add_methods(L, CL_DEVICE, device_methods);
+  cl_add_fields(L, CL_DEVICE, device_fields);
 }

@@ -19,7 +19,7 @@
  * refuses the map, as it refuses a closed buffer for a pointer parameter. */
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
 
 #define MAX_RANK 5
 

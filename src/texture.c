@@ -13,7 +13,7 @@
  * through a handle Lua still holds. */
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
 
 typedef struct Object {
   int closed;

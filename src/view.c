@@ -221,6 +221,27 @@ static void push_dims(lua_State *L, const size_t *dims, int n)
   }
 }
 
+/* v.owner: the object that keeps memory another library owns alive
+ * (view_foreign.c's resources keep it as user value 2), else nil */
+static void push_owner(lua_State *L, int vi)
+{
+  vi = lua_absindex(L, vi);
+  lua_getiuservalue(L, vi, 1);  /* the buffer */
+  const cl_Buffer *b = lua_touserdata(L, -1);
+  if (b && b->owner)
+    lua_getiuservalue(L, -1, 1);        /* a slice's owner */
+  const cl_Buffer *root = lua_touserdata(L, -1);
+  if (root == NULL || root->mr->foreign == NULL) {
+    lua_settop(L, vi);
+    lua_pushnil(L);
+    return;
+  }
+  lua_getiuservalue(L, -1, 1);  /* its resource */
+  lua_getiuservalue(L, -1, 2);  /* the owner */
+  lua_copy(L, -1, vi + 1);
+  lua_settop(L, vi + 1);
+}
+
 static int view_fields(lua_State *L)
 {
   const char *key = lua_tostring(L, 2);   /* before the check: a number key is converted */
@@ -267,7 +288,7 @@ static int view_fields(lua_State *L)
   else if (strcmp(key, "readonly") == 0)       /* memory another library owns (view_foreign.c) */
     lua_pushboolean(L, mr->foreign && mr->foreign->readonly);
   else if (strcmp(key, "owner") == 0 || strcmp(key, "exporting_obj") == 0)
-    view_push_owner(L, 1);
+    push_owner(L, 1);
   else
     lua_pushnil(L);
   return 1;
@@ -377,24 +398,6 @@ static int view_to_table(lua_State *L)
   return 1;
 }
 
-/* copy_to and copy_from take views as well as buffers (buffer.c's
- * cl_check_span): the same functions become methods of views. */
-static void share_copy_methods(lua_State *L)
-{
-  static const char *const names[] = {"copy_to", "copy_from"};
-  luaL_getmetatable(L, CL_BUFFER);
-  lua_getfield(L, -1, "__index");
-  lua_getupvalue(L, -1, CL_UV_METHODS);
-  luaL_getmetatable(L, CL_VIEW);
-  lua_getfield(L, -1, "__index");
-  lua_getupvalue(L, -1, CL_UV_METHODS);
-  for (int k = 0; k < 2; k++) {
-    lua_getfield(L, -4, names[k]);
-    lua_setfield(L, -2, names[k]);
-  }
-  lua_pop(L, 6);
-}
-
 void cl_open_view(lua_State *L)
 {
   static const luaL_Reg meta[] = {
@@ -419,8 +422,6 @@ void cl_open_view(lua_State *L)
   cl_push_closure(L, view_newindex, 0);
   lua_setfield(L, -2, "__newindex");
   lua_pop(L, 1);
-  view_open_math(L);
-  share_copy_methods(L);
   cl_add_methods(L, CL_BUFFER, buffer_methods);
   cl_setfuncs(L, functions);
 }

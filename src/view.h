@@ -91,13 +91,6 @@ cl_Foreign *view_push_foreign(lua_State *L, const ViewForeign *f, int owneri, si
 /* The address at i (a light userdata or an integer >= 0), or an error
  * naming what. */
 uintptr_t view_check_address(lua_State *L, int i, const char *what);
-/* Push what the view at vi keeps alive for another library (its owner),
- * or nil. */
-void view_push_owner(lua_State *L, int vi);
-/* v:to_dlpack and cuda.from_dlpack (dlpack.c) */
-void view_open_dlpack(lua_State *L);
 
-/* Register the bulk methods (view_math.c) on cuda.View. */
-void view_open_math(lua_State *L);
 
 #endif

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device.h"
 #include "view.h"
 
 /* The bytes from f's first element to the end of its last: the buffer's
@@ -97,25 +98,6 @@ cl_Foreign *view_push_foreign(lua_State *L, const ViewForeign *src, int owneri, 
   lua_replace(L, top + 1);      /* the view where the device or resource was */
   lua_settop(L, top + 1);
   return rel;
-}
-
-void view_push_owner(lua_State *L, int vi)
-{
-  vi = lua_absindex(L, vi);
-  lua_getiuservalue(L, vi, 1);  /* the buffer */
-  const cl_Buffer *b = lua_touserdata(L, -1);
-  if (b && b->owner)
-    lua_getiuservalue(L, -1, 1);        /* a slice's owner */
-  const cl_Buffer *root = lua_touserdata(L, -1);
-  if (root == NULL || root->mr->foreign == NULL) {
-    lua_settop(L, vi);
-    lua_pushnil(L);
-    return;
-  }
-  lua_getiuservalue(L, -1, 1);  /* its resource */
-  lua_getiuservalue(L, -1, 2);  /* the owner */
-  lua_copy(L, -1, vi + 1);
-  lua_settop(L, vi + 1);
 }
 
 /* --- cuda.StridedMemoryView{...} -------------------------------------------- */
@@ -228,5 +210,4 @@ void cl_open_foreign(lua_State *L)
     {"StridedMemoryView", cuda_strided_memory_view}, {NULL, NULL}
   };
   cl_setfuncs(L, functions);
-  view_open_dlpack(L);
 }

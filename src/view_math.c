@@ -811,7 +811,7 @@ static int view_allclose(lua_State *L)
     lua_pushinteger(L, (lua_Integer)c.first_bad + 1);
   return 3;
 }
-void view_open_math(lua_State *L)
+void cl_open_view_math(lua_State *L)
 {
   static const luaL_Reg methods[] = {
     {"fill", view_fill}, {"iota", view_iota}, {"random", view_random}, {"copy", view_copy},

@@ -31,7 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl.h"
+#include "device.h"
+#include "hostfunc.h"
 
 typedef struct Chunk { CUdeviceptr va; size_t size; CUmemGenericAllocationHandle handle; } Chunk;
 typedef struct Range { CUdeviceptr va; size_t size; } Range;
@@ -185,10 +186,10 @@ static int map_spread(Alloc *a, CUdeviceptr va, size_t size, CUresult *r, const 
   return 0;
 }
 
-/* memory.c's allocate for a virtual-memory resource: one range, one chunk
+/* allocate for a virtual-memory resource (its cl_MROps): one range, one chunk
  * in it (one a device, in device order, for a resource spread over
  * several: vectorAddMMAP's layout). Runs no Lua but to raise. */
-CUdeviceptr cl_vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n)
+static CUdeviceptr vmm_allocate(lua_State *L, cl_MemoryResource *mr, size_t n)
 {
   const Vmm *v = (const Vmm *)mr;
   size_t ndev = (size_t)v->spread.n;
@@ -545,6 +546,11 @@ static size_t spread_granularity(lua_State *L, const Vmm *v, int kind)
   return most;
 }
 
+/* A virtual-memory resource's setting key (vmr.handle_type ...) pushed, or
+ * 0 and nothing for the common fields (memory.c's) */
+static int push_field(lua_State *L, const cl_MemoryResource *mr, const char *key);
+static const cl_MROps vmm_ops = {vmm_allocate, push_field, NULL};
+
 /* cuda.VirtualMemoryResource([dev] [, {allocation_type, location | location_type,
  * numa_id, handle_type, access | self_access, granularity, gpu_direct_rdma,
  * devices}]) */
@@ -579,6 +585,7 @@ static int cuda_vmm(lua_State *L)
   v->mr.closed = 1;             /* until it is made */
   v->mr.kind = CL_MR_DEVICE;
   v->mr.vmm = v;
+  v->mr.ops = &vmm_ops;
   luaL_setmetatable(L, CL_MR);
   for (int k = 0; k < ndev; k++)
     cl_check_device(L, devi + k);
@@ -662,9 +669,9 @@ static int push_setting(lua_State *L, const Vmm *v, const char *key)
   return 1;
 }
 
-int cl_vmm_push_field(lua_State *L, const cl_MemoryResource *mr, const char *key)
+static int push_field(lua_State *L, const cl_MemoryResource *mr, const char *key)
 {
-  return mr->vmm ? push_setting(L, mr->vmm, key) : 0;
+  return push_setting(L, mr->vmm, key);
 }
 
 /* cuda.virtual_memory_info(vmr) -> {granularity, granularity_type,
@@ -688,19 +695,6 @@ static int cuda_vmm_info(lua_State *L)
   return 1;
 }
 
-int cl_numa_option(lua_State *L, int idx, int *pooled)
-{
-  if (lua_isnoneornil(L, idx))
-    return -1;
-  int explicit_pool = lua_getfield(L, idx, "pool") != LUA_TNIL;
-  lua_pop(L, 1);
-  lua_Integer numa = cl_opt_integer_range(L, idx, "numa_id", -1, 0, INT32_MAX);
-  if (numa < 0)
-    return -1;
-  luaL_argcheck(L, *pooled || !explicit_pool, idx, "numa_id makes a pool: pool = false contradicts it");
-  *pooled = 1;
-  return (int)numa;
-}
 
 void cl_open_vmm(lua_State *L)
 {

@@ -172,13 +172,14 @@ local function type_methods(tname, mt)
 end
 
 -- The attributes the C fields functions serve: strcmp(key, "name") in a
--- function named *_fields, tied to its type by cl_new_type.
+-- function named *_fields, tied to its type by cl_new_type; and those a file
+-- above a type adds to it, named in the luaL_Reg array of cl_add_fields.
 local FIELD_FUNCTIONS_ELSEWHERE = {view_fields = "cuda.View"}  -- view.c's own __index calls it
 
--- CL_X -> "cuda.X", from cl.h and the C file that uses them.
+-- CL_X -> "cuda.X", from handle.h, cl.h and the C file that uses them.
 local function type_names(code)
   local names = {}
-  for macro, tname in (read("src/cl.h") .. code):gmatch('#define%s+(CL_[%w_]+)%s+"(cuda%.[%w.]+)"') do
+  for macro, tname in (read("src/handle.h") .. read("src/cl.h") .. code):gmatch('#define%s+(CL_[%w_]+)%s+"(cuda%.[%w.]+)"') do
     names[macro] = tname
   end
   return names
@@ -198,6 +199,14 @@ local function field_names()
       t.ok(tname, ("%s: %s belongs to a known type"):format(path, fn))
       for field in body:gmatch('strcmp%(key, "([%w_]+)"%)') do
         need("field", member(tostring(tname), ".", field))
+        n = n + 1
+      end
+    end
+    for macro, array in code:gmatch("cl_add_fields%(L,%s*([%w_]+),%s*([%w_]+)%)") do
+      local body = code:match("luaL_Reg " .. array .. "%[%] = (%b{})")
+      t.ok(body and macros[macro], ("%s: the fields %s adds to %s are read"):format(path, array, macro))
+      for field in (body or ""):gmatch('{"([%w_]+)",') do
+        need("field", member(tostring(macros[macro]), ".", field))
         n = n + 1
       end
     end
