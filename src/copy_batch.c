@@ -297,11 +297,13 @@ static void keep_for_capture(lua_State *L, cl_Stream *st, int li, size_t n)
  * the two, or where a driver's batch misbehaves). A capture always takes
  * pairs: the batch call has no graph node (the H200's driver answers
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), and a copy a pair captures as
- * one memcpy node each. */
+ * one memcpy node each. So does a green context's stream: driver
+ * 580.159.04's batch dies of SIGSEGV on one, with that context current
+ * (t/context.t on the H100; the real-GPU fuzzer's crash of issue 27). */
 static int batch_mode(const cl_Stream *st)
 {
   const char *e = getenv("CUDALUA_COPY_BATCH");
-  return !st->capture && !(e && strcmp(e, "pairs") == 0);
+  return !st->capture && !st->green && !(e && strcmp(e, "pairs") == 0);
 }
 
 /* cuda.copy_batch(stream, {{dst, src [, size]}, ...} [, options | {options, ...}]) */
@@ -323,9 +325,7 @@ static int cuda_copy_batch(lua_State *L)
     return 0;
   check_independent(L, &s, n);
   /* The batch call checks its pointers in the current context, not the
-   * stream's. A green stream with the primary context current is the
-   * likeliest cause of the SIGSEGV the real-GPU fuzzer met inside
-   * cuMemcpyBatchAsync (issue 27), not yet confirmed on a GPU. */
+   * stream's: the stream's own made current. */
   cl_stream_activate(L, st);
   if (!batch_mode(st)) {               /* one cuMemcpyAsync a pair, in order */
     for (size_t k = 0; k < n; k++)

@@ -141,6 +141,9 @@ int fake_event_valid(CUevent ev);
  * context's stream with the primary context current is the likeliest cause
  * of the SIGSEGV the real-GPU fuzzer met inside it (issue 27; not yet
  * confirmed on a GPU). */
+/* Whether s is a green context's stream: driver 580's cuMemcpyBatchAsync
+ * dies of SIGSEGV on one (H100, t/context.t); the fake's refuses it. */
+int fake_stream_green(CUstream s);
 CUresult fake_stream_create(CUstream *s, unsigned flags, CUcontext ctx);
 int fake_stream_in_current_ctx(CUstream s);
 

@@ -544,6 +544,8 @@ CUresult fake_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *s
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (fake_stream_valid(s) && !fake_stream_in_current_ctx(s))
     return CUDA_ERROR_INVALID_CONTEXT;
+  if (fake_stream_valid(s) && fake_stream_green(s))   /* the real one's SIGSEGV, as an error */
+    return CUDA_ERROR_NOT_SUPPORTED;
   for (size_t k = 0; k < numAttrs; k++) {
     CUmemcpySrcAccessOrder o = attrs[k].srcAccessOrder;
     if (o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o != CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL &&

@@ -181,6 +181,11 @@ int fake_stream_in_current_ctx(CUstream s)
   return special_stream(s) || s->ctx == NULL || s->ctx == fake_ctx_current();
 }
 
+int fake_stream_green(CUstream s)
+{
+  return !special_stream(s) && s->ctx != NULL && fake_green_ctx_live(s->ctx);
+}
+
 int fake_stream_capturing(CUstream s)
 {
   return fake_stream_valid(s) && !special_stream(s) && s->capture != NULL;
