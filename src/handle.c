@@ -53,17 +53,17 @@ static int handle_index(lua_State *L)
 #define UV_ADDED_FIELDS (UV_FIELDS + 1)
 
 /* __index of a type that files above its own added fields to (cl_add_fields):
- * methods, then the added fields, then the type's own. */
+ * the added fields, then handle_index. No added field is named as a method. */
 static int handle_index_added(lua_State *L)
 {
   lua_pushvalue(L, 2);
-  if (lua_rawget(L, lua_upvalueindex(CL_UV_METHODS)) != LUA_TNIL)
-    return 1;
-  lua_pushvalue(L, 2);
-  lua_CFunction read_field = lua_rawget(L, lua_upvalueindex(UV_ADDED_FIELDS)) == LUA_TNIL
-    ? lua_tocfunction(L, lua_upvalueindex(UV_FIELDS)) : lua_tocfunction(L, -1);
-  lua_pop(L, 2);
-  return read_field(L);
+  if (lua_rawget(L, lua_upvalueindex(UV_ADDED_FIELDS)) == LUA_TFUNCTION) {
+    lua_CFunction read_field = lua_tocfunction(L, -1);
+    lua_pop(L, 1);
+    return read_field(L);
+  }
+  lua_pop(L, 1);
+  return handle_index(L);
 }
 
 void cl_new_type(lua_State *L, const char *tname, const luaL_Reg *meta,
