@@ -74,12 +74,12 @@ run_make_check() {
 # Each seed on its own (FUZZ_SEEDS, default 1-4), traced (FUZZ_TRACE: a run
 # that does not end names its last action) and timed out, with
 # bench/segv_backtrace.c preloaded where cc builds it (a crash then says where
-# it died). The first seed that dies of a signal is cut down to the calls the
+# it died, a run that timed out where it hung). The first seed that dies of a signal is cut down to the calls the
 # crash needs (bench/fuzz_reduce.lua, at most FUZZ_REDUCE_TIMEOUT seconds,
 # default 300), into $out/fuzz-reduce-SEED.txt.
 run_fuzzer() {
   preload=
-  cc -shared -fPIC -O1 -o /tmp/segv_backtrace.so "$src/bench/segv_backtrace.c" 2>/dev/null &&
+  cc -shared -fPIC -O1 -pthread -o /tmp/segv_backtrace.so "$src/bench/segv_backtrace.c" 2>/dev/null &&
     preload=/tmp/segv_backtrace.so
   crashed=
   for seed in ${FUZZ_SEEDS:-1 2 3 4}; do
@@ -92,21 +92,27 @@ run_fuzzer() {
     echo "fuzzer seed $seed: rc=$rc, $(( $(date +%s) - t0 )) s, $(grep -c '^ok' "$out/fuzz-$seed.tap") ok," \
       "$(grep -c '^not ok' "$out/fuzz-$seed.tap") not ok; last action: $last"
     tail -c 20000 fuzz-$seed.trace > "$out/fuzz-$seed.trace"
+    [ $rc -ne 124 ] || show_backtrace fuzz-$seed.trace     # where it hung
     if [ $rc -gt 128 ] && [ -z "$crashed" ]; then crashed=$seed; crash_call=${last%% *}; fi
   done
   [ -n "$crashed" ] || return 0
-  sed -n '/^segv_backtrace:/,$p' fuzz-$crashed.trace | head -30
-  # cudalua's own frames as functions and lines (libcuda has no symbols to
-  # give); a frame's address is where its call returns to, so look one before
-  sed -n '/^segv_backtrace:/,$s/^\([^(]*cudalua[^(]*\)(+\(0x[0-9a-f]*\)).*/\1 \2/p' fuzz-$crashed.trace |
-    while read -r file offset; do
-      echo "  $offset: $(addr2line -f -e "$file" "$(printf '0x%x' $((offset - 1)))" | tr '\n' ' ')"
-    done
+  show_backtrace fuzz-$crashed.trace
   echo "reducing seed $crashed's crash at call $crash_call"
   timeout "${FUZZ_REDUCE_TIMEOUT:-300}" "$cudalua" "$src/bench/fuzz_reduce.lua" "$crashed" "$crash_call" 8 -- \
     env LUA_PATH="$PWD/t/?.lua;;" CUDALUA_SRCDIR="$PWD" CUDALUA_BUILDDIR="$PWD" FUZZ_REAL=1 \
     timeout 60 "$cudalua" t/fuzz.t > "$out/fuzz-reduce-$crashed.txt" 2>&1
   echo "fuzz_reduce: rc=$?"; tail -40 "$out/fuzz-reduce-$crashed.txt"
+}
+
+# The backtrace segv_backtrace.so wrote into TRACE, and cudalua's own frames
+# as functions and lines (libcuda has no symbols to give); a frame's address
+# is where its call returns to, so look one before.
+show_backtrace() {
+  sed -n '/^segv_backtrace:/,$p' "$1" | head -30
+  sed -n '/^segv_backtrace:/,$s/^\([^(]*cudalua[^(]*\)(+\(0x[0-9a-f]*\)).*/\1 \2/p' "$1" |
+    while read -r file offset; do
+      echo "  $offset: $(addr2line -f -e "$file" "$(printf '0x%x' $((offset - 1)))" | tr '\n' ' ')"
+    done
 }
 
 # --report-api-errors no: memory errors only. With API errors reported, memcheck also counts

@@ -6,15 +6,27 @@
  * names the driver entry point and the cudalua function that called it
  * (addr2line turns the "(+0x...)" offsets into lines).
  *
+ * SIGTERM (what timeout(1) sends) writes the main thread's backtrace
+ * too: a run that hangs then says which call it hangs in. The kernel may
+ * hand that signal to any thread (the driver's own among them), so a
+ * thread other than the main one passes it on to the main one.
+ *
  *   cc -shared -fPIC -O1 -o segv_backtrace.so bench/segv_backtrace.c */
 #include <execinfo.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
+static pthread_t main_thread;
+
 static void on_fatal(int sig)
 {
   static const char head[] = "segv_backtrace: fatal signal, backtrace:\n";
+  if (sig == SIGTERM && !pthread_equal(pthread_self(), main_thread)) {
+    pthread_kill(main_thread, sig);
+    return;
+  }
   void *frames[64];
   int n = backtrace(frames, 64);
   if (write(STDERR_FILENO, head, sizeof head - 1) < 0)
@@ -40,4 +52,7 @@ __attribute__((constructor)) static void install(void)
   sigaction(SIGSEGV, &sa, NULL);
   sigaction(SIGBUS, &sa, NULL);
   sigaction(SIGABRT, &sa, NULL);
+  main_thread = pthread_self();
+  sa.sa_flags = SA_ONSTACK;     /* kept: it may first reach another thread */
+  sigaction(SIGTERM, &sa, NULL);
 }

@@ -281,8 +281,8 @@ _Atomic int cl_hostfunc_outstanding;
 /* --- releases: now, or deferred behind host functions ----------------------
  *
  * Some releases wait for the GPU: pool memory with no stream to order it
- * after waits for all work (cuCtxSynchronize), and cuMemFree and
- * cuMemFreeHost may synchronize. A host function pending on a stream
+ * after waits for all work (cuCtxSynchronize), and cuMemFree,
+ * cuMemFreeHost and graph destroys may synchronize. A host function pending on a stream
  * only runs at this thread's next wait, so such a release made while one
  * is outstanding (from a finalizer, at any allocation) would wait
  * forever. It is deferred instead: listed here, in malloc'd memory that
@@ -411,10 +411,14 @@ void cl_release_deferred(void)
   }
 }
 
-/* Whether the release may wait for the GPU (so for host functions). */
+/* Whether the release may wait for the GPU (so for host functions). A
+ * graph's destroy is counted in: the real-GPU fuzzer hung at a call whose
+ * host function closes a graph (H100, driver 580.159.04; the fake's replay
+ * of its draws names the graph), and deferring a destroy costs only its
+ * memory until the next wait. */
 static int may_wait(cl_ReleaseOp op)
 {
-  return op != CL_DESTROY_POOL && op != CL_DESTROY_GRAPH_EXEC && op != CL_DESTROY_GRAPH;
+  return op != CL_DESTROY_POOL;
 }
 
 /* Release now, or defer: while a capture is in flight, and while a host

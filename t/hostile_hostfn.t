@@ -203,6 +203,30 @@ s:sync()
 print("synced", ran, live("allocations"))
 ]], want = "collected\tfalse\t0\nsynced\ttrue\t0\n"}
 
+-- A host function that closes graphs: a captured one, one built by hand
+-- and one whose allocation is left to the program. The real-GPU fuzzer hung
+-- at such a call (H100, driver 580.159.04, seed 4 at call 144, twice); a
+-- graph's destroy is deferred as a free is, and the fake's destroys wait
+-- for pending host functions as its frees do.
+case{name = "a host function closes graphs", body = [[
+local s = dev:create_stream()
+local d = dev.memory_resource:allocate(256, s)
+s:begin_capture()
+d:fill(cuda.u8(1), s)
+local captured = s:end_capture()
+local b = cuda.Graph(dev)
+b:memset(nil, d, 2)
+local built = b:instantiate()
+s:begin_capture()
+local left = cuda.GraphMemoryResource(dev):allocate(256, s)
+left:fill(cuda.u8(3), s)
+local allocating = s:end_capture()
+local graphs = live("graphs")
+s:launch_host_func(function() captured:close(); built:close(); allocating:close() end)
+s:sync()
+print(tostring(captured), tostring(built), tostring(allocating), live("graphs") < graphs or not fakecuda)
+]], want = "cuda%.Graph %(closed%)	cuda%.Graph %(closed%)	cuda%.Graph %(closed%)	true\n"}
+
 case{name = "an allocation's finalizer releases pool memory behind a host function", body = [[
 aggressive_gc()
 local s = dev:create_stream()

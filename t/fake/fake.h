@@ -124,7 +124,8 @@ struct CUgraph_st {
  * process' exit (an atexit handler, as the driver's teardown) wait for
  * those issued; so do module loads and unloads and green contexts (as the
  * H200's driver does) and cuMemFree, cuMemFreeHost and cuArrayDestroy
- * (frees that may wait for the device). fake_host_wait is that wait. */
+ * (frees that may wait for the device), and graph destroys (the real-GPU
+ * fuzzer hung at one). fake_host_wait is that wait. */
 void fake_host_init(void);
 void fake_host_wait(void);
 CUresult fake_submit(CUstream s, const struct fake_Work *w);

@@ -514,6 +514,7 @@ CUresult fake_cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphExecUpdateRe
 CUresult fake_cuGraphExecDestroy(CUgraphExec exec)
 {
   FAKE_ENTER(cuGraphExecDestroy);
+  fake_host_wait();              /* as a free may: cudalua must not rely on a destroy not waiting */
   fake_capture_unsafe();
   if (!exec_valid(exec))
     return CUDA_ERROR_INVALID_VALUE;
@@ -528,6 +529,7 @@ CUresult fake_cuGraphExecDestroy(CUgraphExec exec)
 CUresult fake_cuGraphDestroy(CUgraph g)
 {
   FAKE_ENTER(cuGraphDestroy);
+  fake_host_wait();              /* as a free may: cudalua must not rely on a destroy not waiting */
   fake_capture_unsafe();
   if (!graph_valid(g))
     return CUDA_ERROR_INVALID_VALUE;
