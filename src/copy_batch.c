@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cl.h"
+#include "stream.h"
 
 /* A destination's bytes [start, end), of copy `copy` (0-based). */
 typedef struct Range { CUdeviceptr start, end; size_t copy; } Range;
@@ -306,6 +307,28 @@ static int batch_mode(const cl_Stream *st)
   return !st->capture && !st->green && !(e && strcmp(e, "pairs") == 0);
 }
 
+/* Whether a copy of the checked list at li, issued as pairs, is one the
+ * driver finishes before it returns while a host function is outstanding
+ * (stream.h): it would wait for ever for that function unless the stream
+ * is waited for first. */
+static int must_wait_first(lua_State *L, int li, size_t n)
+{
+  if (cl_hostfunc_outstanding == 0)
+    return 0;
+  int wait = 0;
+  for (size_t k = 1; k <= n && !wait; k++) {
+    lua_rawgeti(L, li, (lua_Integer)k);
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    cl_Span dst, src;
+    cl_check_span(L, -2, &dst);
+    cl_check_span(L, -1, &src);
+    wait = cl_copy_finishes_at_once(dst.mr->kind, src.mr->kind);
+    lua_pop(L, 3);
+  }
+  return wait;
+}
+
 /* cuda.copy_batch(stream, {{dst, src [, size]}, ...} [, options | {options, ...}]) */
 static int cuda_copy_batch(lua_State *L)
 {
@@ -324,6 +347,13 @@ static int cuda_copy_batch(lua_State *L)
   if (n == 0)
     return 0;
   check_independent(L, &s, n);
+  if (!batch_mode(st) && !st->capture && must_wait_first(L, 2, n)) {
+    cl_stream_sync(L, st);             /* runs Lua: check everything again */
+    st = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
+    for (size_t k = 1; k <= n; k++)
+      check_pair(L, 2, (lua_Integer)k, st, &s);
+    check_independent(L, &s, n);
+  }
   /* The batch call checks its pointers in the current context, not the
    * stream's: the stream's own made current. */
   cl_stream_activate(L, st);

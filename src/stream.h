@@ -13,13 +13,16 @@
  * its stream (which must stay on the stack), running them. That wait runs
  * Lua: it returns 1 when it waited, and the caller checks its arguments
  * again. */
-static inline int cl_copy_wait_first(lua_State *L, cl_Stream *s, cl_MRKind dst, cl_MRKind src)
+static inline int cl_copy_finishes_at_once(cl_MRKind dst, cl_MRKind src)
 {
-  if (cl_hostfunc_outstanding == 0)
-    return 0;
   int dst_host = dst == CL_MR_HOST || dst == CL_MR_PINNED;
   int src_host = src == CL_MR_HOST || src == CL_MR_PINNED;
-  if (dst != CL_MR_HOST && !(dst_host && src_host))
+  return dst == CL_MR_HOST || (dst_host && src_host);
+}
+
+static inline int cl_copy_wait_first(lua_State *L, cl_Stream *s, cl_MRKind dst, cl_MRKind src)
+{
+  if (cl_hostfunc_outstanding == 0 || !cl_copy_finishes_at_once(dst, src))
     return 0;
   cl_stream_sync(L, s);
   return 1;

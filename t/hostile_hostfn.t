@@ -51,8 +51,9 @@ local function aggressive_gc() collectgarbage("incremental", 0, 1000, 0) end
 ]]
 
 local cases = {}
--- name, body, what its output must match, the exit code (default 0), and
--- only = "thread" for the cases that need a driver thread that blocks
+-- name, body, what its output must match, the exit code (default 0),
+-- only = "thread" for the cases that need a driver thread that blocks, and
+-- env: environment assignments for the child
 local function case(c) cases[#cases + 1] = c end
 
 -- The H200's driver waits for pending host functions in a module's load
@@ -126,6 +127,36 @@ s:sync()
 print(table.concat(order, ","), (back:view("uint32"):allclose(src:view("uint32"), 0, 0)),
       (back2:view("uint32"):allclose(src:view("uint32"), 0, 0)))
 ]], want = "host function,copy,host function\ttrue\ttrue\n"}
+
+-- The same through cuda.copy_batch where it issues a copy a pair: on a
+-- green context's stream (whose batch the driver cannot take), and on
+-- every stream with CUDALUA_COPY_BATCH=pairs. The fake fuzzer's seed 10
+-- hung so.
+local copy_batch_behind_host_function = [[
+local ctx = dev:create_context{resources = dev.resources.sm:split{count = 8, groups = 1}}
+local green, plain = ctx:create_stream(), dev:create_stream()
+local host, pinned = cuda.HostMemoryResource(), cuda.PinnedMemoryResource()
+local src = pinned:allocate(4096)
+src:view("uint32"):random(0, 1000, 5)
+local results = {}
+for _, s in ipairs{green, plain} do
+  local d, back = dev.memory_resource:allocate(4096, s), host:allocate(4096)
+  src:copy_to(d, s)
+  local order = {}
+  s:launch_host_func(function() order[#order + 1] = "host function" end)
+  cuda.copy_batch(s, {{back, d}})
+  order[#order + 1] = "copy"
+  s:sync()
+  results[#results + 1] = table.concat(order, ",") .. " " .. tostring(back:view("uint32"):allclose(src:view("uint32"), 0, 0))
+end
+print(table.concat(results, "; "))
+]]
+-- (one cuMemcpyBatchAsync, on the plain stream without it, may finish after it returns)
+case{name = "copy_batch into pageable memory behind a pending host function", only = "thread",
+     body = copy_batch_behind_host_function, want = "^host function,copy true; [%a ,]+ true\n$"}
+case{name = "copy_batch into pageable memory behind a pending host function, pairs", only = "thread",
+     env = "CUDALUA_COPY_BATCH=pairs", body = copy_batch_behind_host_function,
+     want = "^host function,copy true; host function,copy true\n$"}
 
 case{name = "s:sync whose host function closes s", body = [[
 local s = dev:create_stream()
@@ -319,7 +350,7 @@ print(pcall(index, {}, "multiprocessor_count"))
 local function run_case(b, c)
   local path = dir .. "/" .. c.name:gsub("[^%w]+", "_") .. ".lua"
   t.write_file(path, PRELUDE .. c.body)
-  local code, out, err = t.run(("%s timeout 60 %s '%s'"):format(b.env, cudalua, path))
+  local code, out, err = t.run(("%s %s timeout 60 %s '%s'"):format(b.env, c.env or "", cudalua, path))
   local label = b.name .. ": " .. c.name
   t.is(code, c.code or 0, label .. ": exit status" .. (code == 124 and " (hung)" or ""))
   t.like(out, c.want, label .. ": outcome")
