@@ -74,9 +74,10 @@ run_make_check() {
 # Each seed on its own (FUZZ_SEEDS, default 1-4), traced (FUZZ_TRACE: a run
 # that does not end names its last action) and timed out, with
 # bench/segv_backtrace.c preloaded where cc builds it (a crash then says where
-# it died, a run that timed out where it hung). The first seed that dies of a signal is cut down to the calls the
-# crash needs (bench/fuzz_reduce.lua, at most FUZZ_REDUCE_TIMEOUT seconds,
-# default 300), into $out/fuzz-reduce-SEED.txt.
+# it died, a run that timed out where it hung). The first seed that dies of a
+# signal is cut down to the calls the crash needs (bench/fuzz_reduce.lua, at
+# most FUZZ_REDUCE_TIMEOUT seconds, default 300), into
+# $out/fuzz-reduce-SEED.txt.
 run_fuzzer() {
   preload=
   cc -shared -fPIC -O1 -pthread -o /tmp/segv_backtrace.so "$src/bench/segv_backtrace.c" 2>/dev/null &&

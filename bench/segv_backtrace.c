@@ -11,7 +11,7 @@
  * hand that signal to any thread (the driver's own among them), so a
  * thread other than the main one passes it on to the main one.
  *
- *   cc -shared -fPIC -O1 -o segv_backtrace.so bench/segv_backtrace.c */
+ *   cc -shared -fPIC -O1 -pthread -o segv_backtrace.so bench/segv_backtrace.c */
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>

@@ -33,6 +33,7 @@ typedef struct Scratch {
   size_t *sizes;
   Range *ranges;                /* the destinations, sorted by start */
   int per_copy;                 /* options: a set a copy, else one for all */
+  int at_once;                  /* a copy the driver finishes before it returns (stream.h) */
   size_t nattrs, *idxs;         /* the driver's numAttrs, attrsIdxs and attrs */
   CUmemcpyAttributes *attrs;
 } Scratch;
@@ -274,6 +275,7 @@ static void check_pair(lua_State *L, int li, lua_Integer k, const cl_Stream *st,
   s->dsts[k - 1] = dst.ptr;
   s->srcs[k - 1] = src.ptr;
   s->sizes[k - 1] = n;
+  s->at_once |= cl_copy_finishes_at_once(dst.mr->kind, src.mr->kind);
   lua_settop(L, pi - 1);
 }
 
@@ -307,26 +309,14 @@ static int batch_mode(const cl_Stream *st)
   return !st->capture && !st->green && !(e && strcmp(e, "pairs") == 0);
 }
 
-/* Whether a copy of the checked list at li, issued as pairs, is one the
- * driver finishes before it returns while a host function is outstanding
- * (stream.h): it would wait for ever for that function unless the stream
- * is waited for first. */
-static int must_wait_first(lua_State *L, int li, size_t n)
+/* Every pair of the list at index 2, then that no copy writes what another
+ * reads or writes (n >= 1). */
+static void check_all(lua_State *L, const cl_Stream *st, Scratch *s, size_t n)
 {
-  if (cl_hostfunc_outstanding == 0)
-    return 0;
-  int wait = 0;
-  for (size_t k = 1; k <= n && !wait; k++) {
-    lua_rawgeti(L, li, (lua_Integer)k);
-    lua_rawgeti(L, -1, 1);
-    lua_rawgeti(L, -2, 2);
-    cl_Span dst, src;
-    cl_check_span(L, -2, &dst);
-    cl_check_span(L, -1, &src);
-    wait = cl_copy_finishes_at_once(dst.mr->kind, src.mr->kind);
-    lua_pop(L, 3);
-  }
-  return wait;
+  s->at_once = 0;
+  for (size_t k = 1; k <= n; k++)
+    check_pair(L, 2, (lua_Integer)k, st, s);
+  check_independent(L, s, n);
 }
 
 /* cuda.copy_batch(stream, {{dst, src [, size]}, ...} [, options | {options, ...}]) */
@@ -342,17 +332,16 @@ static int cuda_copy_batch(lua_State *L)
   cl_Stream *st = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
   if (st->handle == CU_STREAM_LEGACY || st->handle == NULL)
     luaL_argerror(L, 1, "copy_batch needs a stream other than the legacy default stream");
-  for (size_t k = 1; k <= n; k++)
-    check_pair(L, 2, (lua_Integer)k, st, &s);
   if (n == 0)
     return 0;
-  check_independent(L, &s, n);
-  if (!batch_mode(st) && !st->capture && must_wait_first(L, 2, n)) {
+  check_all(L, st, &s, n);
+  /* Issued as pairs, a copy the driver finishes before it returns would
+   * wait for ever behind a pending host function: wait for the stream
+   * first, as buf:copy_to does (stream.h) */
+  if (s.at_once && cl_hostfunc_outstanding > 0 && !st->capture && !batch_mode(st)) {
     cl_stream_sync(L, st);             /* runs Lua: check everything again */
     st = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
-    for (size_t k = 1; k <= n; k++)
-      check_pair(L, 2, (lua_Integer)k, st, &s);
-    check_independent(L, &s, n);
+    check_all(L, st, &s, n);
   }
   /* The batch call checks its pointers in the current context, not the
    * stream's: the stream's own made current. */

@@ -282,13 +282,14 @@ _Atomic int cl_hostfunc_outstanding;
  *
  * Some releases wait for the GPU: pool memory with no stream to order it
  * after waits for all work (cuCtxSynchronize), and cuMemFree,
- * cuMemFreeHost and graph destroys may synchronize. A host function pending on a stream
- * only runs at this thread's next wait, so such a release made while one
- * is outstanding (from a finalizer, at any allocation) would wait
- * forever. It is deferred instead: listed here, in malloc'd memory that
- * needs no Lua object, and made at the next wait or cuda.poll() with none
- * outstanding, or when the state closes (device.c's sentinel). Every
- * release makes the deferred ones first, so their order is kept.
+ * cuMemFreeHost and graph destroys may synchronize. A host function
+ * pending on a stream only runs at this thread's next wait, so such a
+ * release made while one is outstanding (from a finalizer, at any
+ * allocation) would wait forever. It is deferred instead: listed here,
+ * in malloc'd memory that needs no Lua object, and made at the next wait
+ * or cuda.poll() with none outstanding, or when the state closes
+ * (device.c's sentinel). Every release makes the deferred ones first, so
+ * their order is kept.
  *
  * Every release is deferred too while a stream capture is in flight in
  * this process: the driver calls frees, destroys and synchronizes

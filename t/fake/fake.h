@@ -138,15 +138,13 @@ int fake_event_valid(CUevent ev);
 /* A stream of the context ctx: the current one for cuStreamCreate, a green
  * context's for cuGreenCtxStreamCreate. cuMemcpyBatchAsync refuses a
  * stream whose context is not current (CUDA_ERROR_INVALID_CONTEXT): the
- * driver's batch checks its pointers in the current context, and a green
- * context's stream with the primary context current is the likeliest cause
- * of the SIGSEGV the real-GPU fuzzer met inside it (issue 27; not yet
- * confirmed on a GPU). */
-/* Whether s is a green context's stream: driver 580's cuMemcpyBatchAsync
- * dies of SIGSEGV on one (H100, t/context.t); the fake's refuses it. */
-int fake_stream_green(CUstream s);
+ * driver's batch checks its pointers in the current context. */
 CUresult fake_stream_create(CUstream *s, unsigned flags, CUcontext ctx);
 int fake_stream_in_current_ctx(CUstream s);
+/* Whether s is a green context's stream: driver 580's cuMemcpyBatchAsync
+ * dies of SIGSEGV on one even with its context current (H100,
+ * t/context.t); the fake's refuses it. */
+int fake_stream_green(CUstream s);
 
 /* graphmem.c: graph memory. An allocation made in a capture is a node;
  * its memory exists from then on (the fake's address space is the host's)
