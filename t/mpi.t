@@ -109,7 +109,7 @@ local function report(script, dir, rc, stderr, nranks)
 end
 
 local seed = os.time() % 100000
-for _, script in ipairs{"values", "buffers", "close"} do
+for _, script in ipairs{"values", "buffers", "close", "exchange"} do
   local dir = t.tmpdir()
   local rc, _, stderr = run_ranks(script, dir, seed, NRANKS)
   report(script, dir, rc, stderr)

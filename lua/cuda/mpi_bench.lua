@@ -133,11 +133,14 @@ end
 function M.exchange(mpi, opts)
   if mpi.size < 2 then error("the MPI exchange needs two ranks (mpirun -n 2 or more)", 0) end
   local rows = {}
+  -- rank 0's seed: ranks that read the clock on either side of a second
+  -- would otherwise check against patterns the peer never sent
+  local seed = mpi.bcast(opts.seed or os.time(), 0)
   if mpi.rank > 1 then mpi.barrier() return rows end
   local space = {pair = {me = mpi.rank, peer = 1 - mpi.rank}, host = cuda.HostMemoryResource(), dev = opts.device,
                  plain = opts.device and cuda.DeviceMemoryResource(opts.device, {pool = false}),
                  shared = opts.device and cuda.DeviceMemoryResource(opts.device, {ipc = true}),
-                 stream = opts.device and opts.device:create_stream(), seed = opts.seed or os.time(),
+                 stream = opts.device and opts.device:create_stream(), seed = seed,
                  runs = opts.runs or 10, warmup = opts.warmup or 3}
   space.token = space.host:allocate(1)
   for _, kind in ipairs(opts.buffers or M.BUFFERS) do
