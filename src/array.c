@@ -234,7 +234,7 @@ static int array_copy(lua_State *L, int to_buffer)
   cl_Array *a = cl_check_array(L, 1);
   cl_Buffer *b = cl_check_buffer(L, 2);
   cl_Stream *s = cl_check_stream(L, 3);
-  if (to_buffer && cl_copy_wait_first(L, s, b->mr->kind, CL_MR_DEVICE)) {
+  if (to_buffer && cl_copy_wait_first(L, s, b->mr, NULL)) {
     a = cl_check_array(L, 1);   /* the wait ran host functions: check again */
     b = cl_check_buffer(L, 2);
     s = cl_check_stream(L, 3);

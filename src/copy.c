@@ -120,7 +120,7 @@ static int buffer_copy_to(lua_State *L)
     s = fast_opt_stream(L, 3);
   }
   cl_check_span(L, 2, &dst);
-  if (s && cl_copy_wait_first(L, s, dst.mr->kind, src.mr->kind)) {
+  if (s && cl_copy_wait_first(L, s, dst.mr, src.mr)) {
     cl_check_span(L, 1, &src);
     s = fast_opt_stream(L, 3);
     cl_check_span(L, 2, &dst);
@@ -137,7 +137,7 @@ static int buffer_copy_from(lua_State *L)
   cl_check_span(L, 1, &dst);
   cl_check_span(L, 2, &src);
   cl_Stream *s = fast_opt_stream(L, 3);
-  if (s && cl_copy_wait_first(L, s, dst.mr->kind, src.mr->kind)) {
+  if (s && cl_copy_wait_first(L, s, dst.mr, src.mr)) {
     cl_check_span(L, 1, &dst);
     cl_check_span(L, 2, &src);
     s = fast_opt_stream(L, 3);

@@ -275,7 +275,7 @@ static void check_pair(lua_State *L, int li, lua_Integer k, const cl_Stream *st,
   s->dsts[k - 1] = dst.ptr;
   s->srcs[k - 1] = src.ptr;
   s->sizes[k - 1] = n;
-  s->at_once |= cl_copy_finishes_at_once(dst.mr->kind, src.mr->kind);
+  s->at_once |= cl_copy_finishes_at_once(cl_copy_kind(dst.mr), cl_copy_kind(src.mr));
   lua_settop(L, pi - 1);
 }
 

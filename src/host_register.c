@@ -191,21 +191,8 @@ static size_t check_size(lua_State *L, const Target *t, lua_Integer asked)
   return size;
 }
 
-/* Register, and for mapped memory find its device address; on a failure
- * of the second, the first is undone so nothing stays locked. */
-static void register_range(lua_State *L, Registration *r)
-{
-  CL_TRY(L, cuMemHostRegister, ((void *)r->ptr, r->size, r->flags));
-  if (r->flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
-    CUresult e = CL_CALL(cuMemHostGetDevicePointer, (&r->device_ptr, (void *)r->ptr, 0));
-    if (e != CUDA_SUCCESS) {
-      CL_CALL(cuMemHostUnregister, ((void *)r->ptr));
-      CL_TRY(L, cuMemHostGetDevicePointer, (&r->device_ptr, (void *)r->ptr, 0));
-    }
-  }
-}
-
 static void flush_unregistrations(lua_State *L);   /* below, with closing */
+static void close_registration(lua_State *L, int i, Registration *r);
 
 static int cuda_register_host(lua_State *L)
 {
@@ -243,7 +230,7 @@ static int cuda_register_host(lua_State *L)
                                   : "close that one first");
   cl_Device *d = cl_check_device(L, 4);
   cl_device_activate(L, d);
-  register_range(L, r);
+  CL_TRY(L, cuMemHostRegister, ((void *)r->ptr, r->size, r->flags));
   add_range(r->ptr, r->ptr + r->size);
   r->ctx = d->ctx;
   r->owner = t.owner;
@@ -252,6 +239,13 @@ static int cuda_register_host(lua_State *L)
   r->closed = 0;
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, 5, 1);
+  if (r->flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
+    CUresult e = CL_CALL(cuMemHostGetDevicePointer, (&r->device_ptr, (void *)r->ptr, 0));
+    if (e != CUDA_SUCCESS) {    /* undone as a close is: with a host function pending, later */
+      close_registration(L, 5, r);
+      cl_raise(L, e, "cuMemHostGetDevicePointer");
+    }
+  }
   return 1;
 }
 
@@ -327,23 +321,29 @@ static int pending_gc(lua_State *L)
   return 0;
 }
 
-static int registration_close(lua_State *L)
+/* Close the open registration r, at index i: unregistered now, or at the
+ * next wait when now could wait for ever (above). */
+static void close_registration(lua_State *L, int i, Registration *r)
 {
-  Registration *r = luaL_checkudata(L, 1, CL_HOST_REGISTRATION);
-  if (r->closed)
-    return 0;
   r->closed = 1;
   if (!must_defer()) {
     unregister(r);
-    return 0;
+    return;
   }
-  lua_settop(L, 1);
   lua_getfield(L, LUA_REGISTRYINDEX, PENDING);
-  lua_pushvalue(L, 1);
+  lua_pushvalue(L, i);
   lua_pushboolean(L, 1);
-  lua_rawset(L, 2);             /* may raise (memory): then it stays registered */
+  lua_rawset(L, -3);            /* may raise (memory): then it stays registered */
+  lua_pop(L, 1);
   cl_quiet_work_pending++;
   mark_pending(r->ptr);
+}
+
+static int registration_close(lua_State *L)
+{
+  Registration *r = luaL_checkudata(L, 1, CL_HOST_REGISTRATION);
+  if (!r->closed)
+    close_registration(L, 1, r);
   return 0;
 }
 

@@ -6,13 +6,14 @@
 
 #include "cl.h"
 
-/* A copy the driver finishes before it returns (into pageable memory, or
- * host to host) waits for its stream's earlier work, so for a host
- * function pending there, which runs only at this thread's next wait: it
- * would wait for ever. With one outstanding, such a copy first waits for
- * its stream (which must stay on the stack), running them. That wait runs
- * Lua: it returns 1 when it waited, and the caller checks its arguments
- * again. */
+/* The kind of memory a copy finds at mr's addresses. A foreign view's is
+ * only the kind it was said to be (view_foreign.c): the driver goes by
+ * the address, so it counts as pageable here, where that errs safe. */
+static inline cl_MRKind cl_copy_kind(const cl_MemoryResource *mr)
+{
+  return mr->foreign ? CL_MR_HOST : mr->kind;
+}
+
 static inline int cl_copy_finishes_at_once(cl_MRKind dst, cl_MRKind src)
 {
   int dst_host = dst == CL_MR_HOST || dst == CL_MR_PINNED;
@@ -20,9 +21,19 @@ static inline int cl_copy_finishes_at_once(cl_MRKind dst, cl_MRKind src)
   return dst == CL_MR_HOST || (dst_host && src_host);
 }
 
-static inline int cl_copy_wait_first(lua_State *L, cl_Stream *s, cl_MRKind dst, cl_MRKind src)
+/* A copy the driver finishes before it returns (into pageable memory, or
+ * host to host) waits for its stream's earlier work, so for a host
+ * function pending there, which runs only at this thread's next wait: it
+ * would wait for ever. With one outstanding, such a copy first waits for
+ * its stream (which must stay on the stack), running them. That wait runs
+ * Lua: it returns 1 when it waited, and the caller checks its arguments
+ * again. src NULL: device memory (an array's). A captured copy only
+ * becomes a node, and a capture cannot be waited for. */
+static inline int cl_copy_wait_first(lua_State *L, cl_Stream *s, const cl_MemoryResource *dst,
+                                     const cl_MemoryResource *src)
 {
-  if (cl_hostfunc_outstanding == 0 || !cl_copy_finishes_at_once(dst, src))
+  if (cl_hostfunc_outstanding == 0 || s->capture ||
+      !cl_copy_finishes_at_once(cl_copy_kind(dst), src ? cl_copy_kind(src) : CL_MR_DEVICE))
     return 0;
   cl_stream_sync(L, s);
   return 1;

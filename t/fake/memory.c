@@ -505,9 +505,10 @@ CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream
   if (fake_vmm_faults(dst, n, 1) || fake_vmm_faults(src, n, 0))
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   /* The driver finishes a copy into pageable memory, or host to host,
-   * before it returns: after the stream's earlier work, host functions too. */
+   * before it returns: after the stream's earlier work, host functions too.
+   * A captured one only becomes a node. */
   int to = memory_kind(dst);
-  if (to == PAGEABLE || (to == PINNED && memory_kind(src) != DEVICE))
+  if (!fake_stream_capturing(s) && (to == PAGEABLE || (to == PINNED && memory_kind(src) != DEVICE)))
     fake_host_wait();
   struct fake_Work w;
   fake_memcpy_item(&w, dst, src, n);
