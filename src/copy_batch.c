@@ -306,7 +306,7 @@ static void keep_for_capture(lua_State *L, cl_Stream *st, int li, size_t n)
 static int batch_mode(const cl_Stream *st)
 {
   const char *e = getenv("CUDALUA_COPY_BATCH");
-  return !st->capture && !st->green && !(e && strcmp(e, "pairs") == 0);
+  return !cl_stream_capturing(st) && !st->green && !(e && strcmp(e, "pairs") == 0);
 }
 
 /* Every pair of the list at index 2, then that no copy writes what another
@@ -338,7 +338,7 @@ static int cuda_copy_batch(lua_State *L)
   /* Issued as pairs, a copy the driver finishes before it returns would
    * wait for ever behind a pending host function: wait for the stream
    * first, as buf:copy_to does (stream.h) */
-  if (s.at_once && cl_hostfunc_outstanding > 0 && !st->capture && !batch_mode(st)) {
+  if (s.at_once && cl_hostfunc_outstanding > 0 && !cl_stream_capturing(st) && !batch_mode(st)) {
     cl_stream_sync(L, st);             /* runs Lua: check everything again */
     st = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
     check_all(L, st, &s, n);

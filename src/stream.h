@@ -6,6 +6,14 @@
 
 #include "cl.h"
 
+/* Whether work issued on s now is captured. A stream that joined a
+ * capture keeps pointing to it after that capture ended, until its next
+ * keep (lifetimes.c): s->capture alone is not enough. */
+static inline int cl_stream_capturing(const cl_Stream *s)
+{
+  return s->capture != NULL && s->capture->capturing;
+}
+
 /* The kind of memory a copy finds at mr's addresses. A foreign view's is
  * only the kind it was said to be (view_foreign.c): the driver goes by
  * the address, so it counts as pageable here, where that errs safe. */
@@ -32,7 +40,7 @@ static inline int cl_copy_finishes_at_once(cl_MRKind dst, cl_MRKind src)
 static inline int cl_copy_wait_first(lua_State *L, cl_Stream *s, const cl_MemoryResource *dst,
                                      const cl_MemoryResource *src)
 {
-  if (cl_hostfunc_outstanding == 0 || s->capture ||
+  if (cl_hostfunc_outstanding == 0 || cl_stream_capturing(s) ||
       !cl_copy_finishes_at_once(cl_copy_kind(dst), src ? cl_copy_kind(src) : CL_MR_DEVICE))
     return 0;
   cl_stream_sync(L, s);

@@ -177,6 +177,36 @@ case{name = "copy_batch into pageable memory behind a pending host function, pai
      env = "CUDALUA_COPY_BATCH=pairs", body = copy_batch_behind_host_function,
      want = "^host function,copy true; host function,copy true\n$"}
 
+-- A stream that joined a capture keeps pointing to it after it ended:
+-- taking that for a capture, copies on it into pageable memory skipped
+-- their wait, and the driver waited for ever behind the host function (the
+-- fake fuzzer's seeds 2555 and 2862 hung so, once captured copies waited
+-- for nothing).
+case{name = "copies behind a pending host function on a stream whose joined capture ended",
+     env = "CUDALUA_COPY_BATCH=pairs", body = [[
+local a, b, c = dev:create_stream(), dev:create_stream(), dev:create_stream()
+local pinned, host = cuda.PinnedMemoryResource(), cuda.HostMemoryResource()
+local src, back, back2 = pinned:allocate(4096), host:allocate(4096), host:allocate(4096)
+src:view("uint32"):random(0, 1000, 5)
+a:begin_capture()
+b:wait(a:record())              -- b and c join a's capture
+c:wait(a:record())
+a:wait(b:record())              -- and are joined back, so that it can end
+a:wait(c:record())
+local g = a:end_capture()
+local order = {}
+b:launch_host_func(function() order[#order + 1] = "host function" end)
+src:copy_to(back, b)
+order[#order + 1] = "copy"
+c:launch_host_func(function() order[#order + 1] = "host function" end)
+cuda.copy_batch(c, {{back2, src}})   -- a copy a pair (pairs)
+order[#order + 1] = "batch"
+b:sync()
+c:sync()
+print(table.concat(order, ","), back:view("uint32"):allclose(src:view("uint32"), 0, 0),
+      back2:view("uint32"):allclose(src:view("uint32"), 0, 0), g ~= nil)
+]], want = "^host function,copy,host function,batch\ttrue\ttrue\ttrue\n$"}
+
 -- A foreign view's memory is only the kind it is said to be, and the
 -- driver goes by the address: pinned memory handed over as managed (or
 -- device) memory, copied into behind a pending host function, made a
