@@ -338,9 +338,8 @@ static int cuda_copy_batch(lua_State *L)
   /* Issued as pairs, a copy the driver finishes before it returns would
    * wait for ever behind a pending host function: wait for the stream
    * first, as buf:copy_to does (stream.h) */
-  if (s.at_once && cl_hostfunc_outstanding > 0 && !cl_stream_capturing(st) && !batch_mode(st)) {
-    cl_stream_sync(L, st);             /* runs Lua: check everything again */
-    st = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
+  if (cl_hostfunc_outstanding > 0 && !batch_mode(st) && cl_copy_wait_if_at_once(L, st, s.at_once)) {
+    st = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);   /* the wait ran Lua: check everything again */
     check_all(L, st, &s, n);
   }
   /* The batch call checks its pointers in the current context, not the

@@ -30,21 +30,30 @@ static inline int cl_copy_finishes_at_once(cl_MRKind dst, cl_MRKind src)
 }
 
 /* A copy the driver finishes before it returns (into pageable memory, or
- * host to host) waits for its stream's earlier work, so for a host
- * function pending there, which runs only at this thread's next wait: it
- * would wait for ever. With one outstanding, such a copy first waits for
- * its stream (which must stay on the stack), running them. That wait runs
- * Lua: it returns 1 when it waited, and the caller checks its arguments
- * again. src NULL: device memory (an array's). A captured copy only
- * becomes a node, and a capture cannot be waited for. */
-static inline int cl_copy_wait_first(lua_State *L, cl_Stream *s, const cl_MemoryResource *dst,
-                                     const cl_MemoryResource *src)
+ * host to host: at_once) waits for its stream's earlier work, so for a
+ * host function pending there, which runs only at this thread's next
+ * wait: it would wait for ever. With one outstanding, such a copy first
+ * waits for its stream (which must stay on the stack), running them. That
+ * wait runs Lua: it returns 1 when it waited, and the caller checks its
+ * arguments again. A captured copy only becomes a node, and a capture
+ * cannot be waited for. Callers test cl_hostfunc_outstanding first: the
+ * copy's one load when none is. */
+static inline int cl_copy_wait_if_at_once(lua_State *L, cl_Stream *s, int at_once)
 {
-  if (cl_hostfunc_outstanding == 0 || cl_stream_capturing(s) ||
-      !cl_copy_finishes_at_once(cl_copy_kind(dst), src ? cl_copy_kind(src) : CL_MR_DEVICE))
+  if (!at_once || cl_stream_capturing(s))
     return 0;
   cl_stream_sync(L, s);
   return 1;
+}
+
+/* The same for a copy from src into dst; src NULL: device memory (an
+ * array's). */
+static inline int cl_copy_wait_first(lua_State *L, cl_Stream *s, const cl_MemoryResource *dst,
+                                     const cl_MemoryResource *src)
+{
+  return cl_hostfunc_outstanding > 0 &&
+         cl_copy_wait_if_at_once(L, s, cl_copy_finishes_at_once(cl_copy_kind(dst),
+                                                                 src ? cl_copy_kind(src) : CL_MR_DEVICE));
 }
 
 #endif
