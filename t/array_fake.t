@@ -6,7 +6,7 @@ local t = require "tap"
 local fake = require "fake"
 local cuda, fakecuda = fake.start()
 local seed = t.seed()
-t.plan(76)
+t.plan(78)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -236,6 +236,17 @@ t.ok(dev.graph_mem_used == 0 and dev.graph_mem_reserved == 0 and dev.graph_mem_u
      "dev.graph_mem_used, _reserved, _used_high")
 dev:trim_graph_memory()
 t.is(fakecuda.calls("cuDeviceGraphMemTrim"), 1, "trim_graph_memory calls cuDeviceGraphMemTrim")
+
+-- an array takes device memory, as a buffer does: free memory drops by its
+-- size and comes back when it is closed (the fuzzer's 11 GB array and its
+-- 11 GB buffer, each within the fake's 16 GiB, once exhausted the host)
+do
+  local free_before = dev:memory_info()
+  local big = cuda.Array{format = "float32", channels = 4, width = math.random(64, 256), height = 64}
+  t.is(free_before - dev:memory_info(), big.size, "an array's bytes are taken from the device's free memory")
+  big:close()
+  t.is(dev:memory_info(), free_before, "and given back when it closes")
+end
 
 -- everything goes back
 a4, arr2, a3, layered, tex, plain, lin, p2, surf, sarr, arr, garr, gtex, gsurf, gout, g2 = nil

@@ -61,11 +61,17 @@ CUresult fake_cuArray3DCreate(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
   if (cubemap && (d->Width != d->Height || (layered ? d->Depth % 6 : d->Depth != 6)))
     return CUDA_ERROR_INVALID_VALUE;
   size_t rows = (d->Height ? d->Height : 1) * (d->Depth ? d->Depth : 1);
+  size_t bytes = rows * d->Width * elem;   /* below 2^48: the limits above */
+  /* an array takes device memory: one larger than what is left is refused
+   * (a fuzzed 11 GB array and its 11 GB staging buffer exhausted the host) */
+  if (!fake_reserve_device_bytes(bytes))
+    return CUDA_ERROR_OUT_OF_MEMORY;
   CUarray a = calloc(1, sizeof *a);
   if (a)
-    a->data = malloc(rows * d->Width * elem);
+    a->data = malloc(bytes);
   if (!a || !a->data) {
     free(a);
+    fake_release_device_bytes(bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *a = (struct CUarray_st){ARRAY_MAGIC, *d, elem, d->Width * elem, rows, a->data};
@@ -85,6 +91,7 @@ CUresult fake_cuArrayDestroy(CUarray a)
   a->magic = 0;
   fake_unkeep(a);
   fake_live[FAKE_ARRAY]--;
+  fake_release_device_bytes(a->pitch * a->rows);
   free(a->data);
   free(a);
   return CUDA_SUCCESS;

@@ -58,6 +58,16 @@ static struct CUmemPoolHandle_st default_pools[FAKE_MAX_DEVICES];
 
 size_t fake_allocated_bytes(void) { return allocated; }
 
+int fake_reserve_device_bytes(size_t n)
+{
+  if (n > FAKE_TOTAL_MEM - allocated)
+    return 0;
+  allocated += n;
+  return 1;
+}
+
+void fake_release_device_bytes(size_t n) { allocated -= n; }
+
 static CUresult track(void **out, size_t n, CUmemoryPool pool, int host)
 {
   if (n == 0)
