@@ -66,8 +66,8 @@ struct CUctx_st { int ordinal; };
 
 /* memory.c: every allocation cudalua gets is a malloc'd host block. */
 size_t fake_allocated_bytes(void);
-/* memory.c: device memory that is no allocation (an array's) counts against
- * FAKE_TOTAL_MEM as allocations do, as on a GPU; reserve says 0 when it
+/* memory.c: every byte of device memory, an allocation's or an array's,
+ * is reserved against FAKE_TOTAL_MEM, as on a GPU; reserve says 0 when it
  * does not fit. */
 int fake_reserve_device_bytes(size_t n);
 void fake_release_device_bytes(size_t n);

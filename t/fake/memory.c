@@ -58,6 +58,7 @@ static struct CUmemPoolHandle_st default_pools[FAKE_MAX_DEVICES];
 
 size_t fake_allocated_bytes(void) { return allocated; }
 
+/* The one check of the device's memory: allocations and arrays alike. */
 int fake_reserve_device_bytes(size_t n)
 {
   if (n > FAKE_TOTAL_MEM - allocated)
@@ -72,18 +73,18 @@ static CUresult track(void **out, size_t n, CUmemoryPool pool, int host)
 {
   if (n == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  if (n > FAKE_TOTAL_MEM - allocated)
+  if (!fake_reserve_device_bytes(n))
     return CUDA_ERROR_OUT_OF_MEMORY;
   struct Allocation *a = malloc(sizeof *a);
   void *p = malloc(n);
   if (!a || !p) {
     free(a);
     free(p);
+    fake_release_device_bytes(n);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *a = (struct Allocation){allocations, p, n, pool, host, -1, 0};
   allocations = a;
-  allocated += n;
   fake_live[FAKE_ALLOC]++;
   *out = p;
   return CUDA_SUCCESS;
@@ -129,17 +130,17 @@ static CUresult release(void *p, int host)
 /* A shared mapping of fd's n bytes, tracked like any allocation. */
 static CUresult track_mapping(void **out, int fd, size_t n, int opened)
 {
-  if (n > FAKE_TOTAL_MEM - allocated)
+  if (!fake_reserve_device_bytes(n))
     return CUDA_ERROR_OUT_OF_MEMORY;
   struct Allocation *a = malloc(sizeof *a);
   void *p = a ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   if (p == MAP_FAILED) {
     free(a);
+    fake_release_device_bytes(n);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *a = (struct Allocation){allocations, p, n, NULL, 0, opened ? -1 : fd, opened};
   allocations = a;
-  allocated += n;
   fake_live[FAKE_ALLOC]++;
   *out = p;
   return CUDA_SUCCESS;
