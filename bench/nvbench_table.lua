@@ -9,8 +9,8 @@
 -- batch GPU times and cudalua's batch / cold ratio; and each harness's own
 -- cost, the share of the cold wall time that was not GPU time.
 local json = require "cuda.json"
-local nvc = require "cuda.bench_compare"
-local fmt = require("cuda.bench_run").format_duration
+local nvc = require "cuda.bench.compare"
+local fmt = require("cuda.bench.run").format_duration
 
 local function load(path)
   local f = assert(io.open(path), "cannot open " .. path)

@@ -5,5 +5,5 @@
 -- require("cuda.bench").register(fn); this runs them and prints NVBench's
 -- markdown table (stdout), progress on stderr, and writes --json (NVBench's
 -- schema), --csv and --md files. The options are NVBench's: see --help and
--- cuda.bench_cli.
-require("cuda.bench_cli").main(arg, "bench", require("cuda.results").description())
+-- cuda.bench.cli.
+require("cuda.bench.cli").main(arg, "bench", require("cuda.results").description())

@@ -91,6 +91,6 @@ bench.register(cpu)
 
 -- Run directly (cudalua bench_example [options]), the file runs its own
 -- benchmarks with cudalua bench's options; under cudalua bench it only registers them.
-if not require("cuda.bench_harness").loading then
-  require("cuda.bench_cli").main(arg, "bench_example", require("cuda.results").description(), bench.registered())
+if not require("cuda.bench.harness").loading then
+  require("cuda.bench.cli").main(arg, "bench_example", require("cuda.results").description(), bench.registered())
 end

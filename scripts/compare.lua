@@ -49,7 +49,7 @@ end
 -- NVBench JSON (cudalua bench --json, or NVBench's own): state by state, with verdicts.
 do
   local json = require "cuda.json"
-  local nvcompare = require "cuda.bench_compare"
+  local nvcompare = require "cuda.bench.compare"
   local function decode(path)
     local f = io.open(path)
     if not f then return nil end

@@ -602,20 +602,20 @@ row("bench: timeout NaN", BR .. ":set_timeout(0/0)", "number >= 0 expected")
 row("bench: run_once a number", BR .. ":set_run_once(1)", "a boolean expected")
 row("bench: zip of a missing axis", BR .. ":add_int64_axis('A', {1}):zip_axes{'A', 'B'}", "no axis named 'B'")
 row("bench: an iteration space not a function", BR .. ":set_iteration_space(5)", "a function expected")
-row("bench override: no such axis", "require('cuda.bench_axes').parse_override('X=[1]', {})", "names no axis")
-row("bench override: a bad value", "local a = require('cuda.bench_axes'); a.parse_override('N=[1,y]', {a.new('N', 'int64', {1})})",
+row("bench override: no such axis", "require('cuda.bench.axes').parse_override('X=[1]', {})", "names no axis")
+row("bench override: a bad value", "local a = require('cuda.bench.axes'); a.parse_override('N=[1,y]', {a.new('N', 'int64', {1})})",
     "'y' is not an integer")
-row("bench override: a zero step", "local a = require('cuda.bench_axes'); a.parse_override('N=[1:4:0]', {a.new('N', 'int64', {1})})",
+row("bench override: a zero step", "local a = require('cuda.bench.axes'); a.parse_override('N=[1:4:0]', {a.new('N', 'int64', {1})})",
     "step > 0")
-row("bench state: a missing axis", "local h = require('cuda.bench_harness'); local b = h.register(function() end); " ..
+row("bench state: a missing axis", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):get_int64('Nope')", "has no axis of that name")
-row("bench state: exec of a number", "local h = require('cuda.bench_harness'); local b = h.register(function() end); " ..
+row("bench state: exec of a number", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):exec(5)", "a function expected")
-row("bench state: exec with an unknown option", "local h = require('cuda.bench_harness'); local b = h.register(function() end); " ..
+row("bench state: exec with an unknown option", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):exec(function() end, {batch = true})", "unknown option 'batch'")
-row("bench state: add_element_count negative", "local h = require('cuda.bench_harness'); local b = h.register(function() end); " ..
+row("bench state: add_element_count negative", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):add_element_count(-1)", "integer >= 0 expected")
-row("bench state: skip without a reason", "local h = require('cuda.bench_harness'); local b = h.register(function() end); " ..
+row("bench state: skip without a reason", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):skip()", "a reason string expected")
 -- GraphDefinition (s:end_capture{instantiate = false})
 local DEF = "f.s:begin_capture(); local d = f.s:end_capture{instantiate = false}; "

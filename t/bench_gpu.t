@@ -9,7 +9,7 @@
 local t = require "tap"
 t.need_gpu()
 local json = require "cuda.json"
-local nvc = require "cuda.bench_compare"
+local nvc = require "cuda.bench.compare"
 local dir = t.tmpdir()
 local src = os.getenv("CUDALUA_SRCDIR") or "."
 local path = dir .. "/gpu.json"

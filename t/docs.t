@@ -228,7 +228,7 @@ end
 
 -- Public classes' methods, from the module's source: function Class:name(.
 local function class_methods(name, classes)
-  local code = read("lua/cuda/" .. name .. ".lua")
+  local code = t.read_file(srcdir .. "/lua/cuda/" .. name .. ".lua") or read("lua/cuda/" .. name .. "/init.lua")
   for class, recv in pairs(classes) do
     local found = 0
     for method in code:gmatch("\nfunction " .. class .. ":([%w_]+)%(") do
@@ -265,7 +265,7 @@ end
 
 local function environment_names()
   local seen = {}
-  for _, dir in ipairs{"src", "lua/cuda", "scripts"} do
+  for _, dir in ipairs{"src", "lua/cuda", "lua/cuda/bench", "scripts"} do
     for _, path in ipairs(source_files(dir, dir == "src" and ".c" or ".lua")) do
       for var in read(path):gmatch('getenv%("([%w_]+)"%)') do seen[var] = true end
     end

@@ -488,15 +488,15 @@ local actions = {
   function() local nd, s = pick("nd"), pick("stream"); if nd then s:wait(nd) end end,
   -- cuda.bench's harness: axes of random values, random overrides, and a
   -- tiny measured benchmark whose work fills a pool buffer (closed at random by then)
-  function() local h = require("cuda.bench_harness"); local b = h.register(function() end)
+  function() local h = require("cuda.bench.harness"); local b = h.register(function() end)
       local kinds = {"add_int64_axis", "add_int64_power_of_two_axis", "add_float64_axis", "add_string_axis",
                      "add_type_axis"}
       b[kinds[math.random(#kinds)]](b, "A", {any(), any()})
       for i = #h.registry, 1, -1 do h.registry[i] = nil end end,
-  function() local axes = require("cuda.bench_axes")
+  function() local axes = require("cuda.bench.axes")
       local specs = {"A=[1:9:2]", "A[pow2]=[1,2]", "A=[x]", "A=", "B=[1]", "A=[0.5:1:0.25]", "A[bad]=[1]"}
       return axes.parse_override(specs[math.random(#specs)], {axes.new("A", "int64", {1})}) end,
-  function() local buf, h, run = pick("buffer"), require("cuda.bench_harness"), require("cuda.bench_run")
+  function() local buf, h, run = pick("buffer"), require("cuda.bench.harness"), require("cuda.bench.run")
       local b = h.register(function(state)
         state:exec(function(launch) if buf then buf:fill(cuda.u8(1), launch.stream) end end,
                    {batched = ({true, false, "graph"})[math.random(3)], sync = math.random(4) == 1})

@@ -573,20 +573,20 @@ function M.format_spread(figure, digits)
   return (number .. " [" .. number .. ", " .. number .. "]"):format(figure.median, figure.min, figure.p90)
 end
 
--- --- NVBench-shaped benchmarks (cuda.bench_harness) ---------------------------------
+-- --- NVBench-shaped benchmarks (cuda.bench.harness) ---------------------------------
 
--- bench.register(fn) -> a benchmark (cuda.bench_harness): axes, settings,
+-- bench.register(fn) -> a benchmark (cuda.bench.harness): axes, settings,
 -- and fn(state) measured by state:exec; `cudalua bench FILE.lua` runs them.
 function M.register(fn)
   if type(fn) ~= "function" then
     error(("bad argument #1 to 'register' (a function expected, got %s)"):format(type(fn)), 2)
   end
-  return require("cuda.bench_harness").register(fn)
+  return require("cuda.bench.harness").register(fn)
 end
 
 -- The benchmarks registered so far, in order.
 function M.registered()
-  return require("cuda.bench_harness").registry
+  return require("cuda.bench.harness").registry
 end
 
 return M

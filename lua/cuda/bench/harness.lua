@@ -1,4 +1,4 @@
--- cuda.bench_harness: NVBench-shaped benchmarks (bench.register), their states, and running them.
+-- cuda.bench.harness: NVBench-shaped benchmarks (bench.register), their states, and running them.
 -- SPDX-License-Identifier: MIT
 --
 --   local b = bench.register(function(state) ... state:exec(function(launch) ... end) end)
@@ -8,11 +8,11 @@
 -- Each benchmark's states (the product of its axes, or its zipped or own
 -- iteration space) run on each chosen device; fn(state) reads its axis
 -- values, declares its throughput, and calls state:exec once. Results are
--- NVBench's summaries (tag, name, hint, value), written by cuda.bench_output.
-local axes_mod = require "cuda.bench_axes"
-local criteria = require "cuda.bench_criteria"
-local measure = require "cuda.bench_measure"
-local throttle = require "cuda.bench_throttle"
+-- NVBench's summaries (tag, name, hint, value), written by cuda.bench.output.
+local axes_mod = require "cuda.bench.axes"
+local criteria = require "cuda.bench.criteria"
+local measure = require "cuda.bench.measure"
+local throttle = require "cuda.bench.throttle"
 
 local M = {}
 

@@ -1,4 +1,4 @@
--- cuda.bench_measure: NVBench's cold, batch and cpu-only measurements of one state.
+-- cuda.bench.measure: NVBench's cold, batch and cpu-only measurements of one state.
 -- SPDX-License-Identifier: MIT
 --
 -- cold:     each sample starts with the L2 flushed (a memset of 2x the
@@ -18,8 +18,8 @@
 --
 -- The sample loops allocate nothing: their arrays are preallocated and
 -- grown by doubling, the criterion is incremental, and no string is made.
-local criteria = require "cuda.bench_criteria"
-local throttle = require "cuda.bench_throttle"
+local criteria = require "cuda.bench.criteria"
+local throttle = require "cuda.bench.throttle"
 
 local M = {}
 

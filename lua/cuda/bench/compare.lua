@@ -1,4 +1,4 @@
--- cuda.bench_compare: two NVBench JSON result files, state by state, with noise-aware verdicts.
+-- cuda.bench.compare: two NVBench JSON result files, state by state, with noise-aware verdicts.
 -- SPDX-License-Identifier: MIT
 --
 -- States are matched by benchmark and state name. The verdict follows
@@ -89,7 +89,7 @@ local function pct(x) return x and ("%.2f%%"):format(x * 100) or "inf" end
 
 -- The rows as markdown, one table per benchmark, and a count of each verdict.
 function M.markdown(rows)
-  local format_duration = require("cuda.bench_run").format_duration
+  local format_duration = require("cuda.bench.run").format_duration
   local lines, counts, current = {}, {faster = 0, slower = 0, same = 0, undecided = 0}, nil
   for _, r in ipairs(rows) do
     if r.bench ~= current then

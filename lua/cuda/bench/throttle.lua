@@ -1,4 +1,4 @@
--- cuda.bench_throttle: samples taken while the GPU throttled are discarded (as NVBench does).
+-- cuda.bench.throttle: samples taken while the GPU throttled are discarded (as NVBench does).
 -- SPDX-License-Identifier: MIT
 --
 -- A watcher reads the SM clock through a clock source after each sample and

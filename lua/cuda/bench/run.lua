@@ -1,4 +1,4 @@
--- cuda.bench_run: runs registered benchmarks, logs progress, and makes NVBench's summaries.
+-- cuda.bench.run: runs registered benchmarks, logs progress, and makes NVBench's summaries.
 -- SPDX-License-Identifier: MIT
 --
 -- run(benchmarks, opts) walks every benchmark's states on every device,
@@ -8,10 +8,10 @@
 -- is_skipped, skip_reason, samples}}}. Progress lines go to opts.log
 -- (stderr), in NVBench's words: "Run:  [3/12] copy [Device=0 T=double]",
 -- "Pass: Cold: 0.012345ms GPU, ...".
-local axes_mod = require "cuda.bench_axes"
-local harness = require "cuda.bench_harness"
-local measure = require "cuda.bench_measure"
-local throttle = require "cuda.bench_throttle"
+local axes_mod = require "cuda.bench.axes"
+local harness = require "cuda.bench.harness"
+local measure = require "cuda.bench.measure"
+local throttle = require "cuda.bench.throttle"
 
 local M = {}
 

@@ -1,11 +1,11 @@
--- cuda.bench_cli: the command line of `cudalua bench FILE.lua` (NVBench's options).
+-- cuda.bench.cli: the command line of `cudalua bench FILE.lua` (NVBench's options).
 -- SPDX-License-Identifier: MIT
 local cli = require "cuda.cli"
 local json = require "cuda.json"
-local harness = require "cuda.bench_harness"
-local criteria = require "cuda.bench_criteria"
-local runner = require "cuda.bench_run"
-local output = require "cuda.bench_output"
+local harness = require "cuda.bench.harness"
+local criteria = require "cuda.bench.criteria"
+local runner = require "cuda.bench.run"
+local output = require "cuda.bench.output"
 
 local M = {}
 
@@ -137,7 +137,7 @@ function M.main(argv_in, name, description, registered)
       print(("* [%d] %s"):format(i - 1, b.name))
       for _, axis in ipairs(b.axes) do
         local shown = {}
-        for j in ipairs(axis.values) do shown[j] = require("cuda.bench_axes").display(axis, j) end
+        for j in ipairs(axis.values) do shown[j] = require("cuda.bench.axes").display(axis, j) end
         print(("  * %s : %s%s = [%s]"):format(axis.name, axis.kind, axis.flags ~= "" and (" (" .. axis.flags .. ")") or "",
           table.concat(shown, ", ")))
       end

@@ -1,4 +1,4 @@
--- cuda.bench_axes: a benchmark's parameter axes, their iteration space, and -a overrides.
+-- cuda.bench.axes: a benchmark's parameter axes, their iteration space, and -a overrides.
 -- SPDX-License-Identifier: MIT
 --
 -- An axis is {name, kind, flags, values, inputs}: kind "int64" (flags

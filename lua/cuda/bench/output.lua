@@ -1,4 +1,4 @@
--- cuda.bench_output: the results of cuda.bench_run as NVBench writes them: markdown, CSV, JSON.
+-- cuda.bench.output: the results of cuda.bench.run as NVBench writes them: markdown, CSV, JSON.
 -- SPDX-License-Identifier: MIT
 --
 -- The JSON follows NVBench's schema (meta.version.json 1.0.0; devices;
@@ -8,8 +8,8 @@
 -- nvbench_compare.py read it. With a JSON path, the cold GPU sample times
 -- go next to it, as float32 files (NVBench's nv/json/bin summaries).
 local json = require "cuda.json"
-local run = require "cuda.bench_run"
-local axes_mod = require "cuda.bench_axes"
+local run = require "cuda.bench.run"
+local axes_mod = require "cuda.bench.axes"
 
 local M = {}
 

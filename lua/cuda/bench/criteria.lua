@@ -1,4 +1,4 @@
--- cuda.bench_criteria: when a cold measurement has enough samples (NVBench's stopping criteria).
+-- cuda.bench.criteria: when a cold measurement has enough samples (NVBench's stopping criteria).
 -- SPDX-License-Identifier: MIT
 --
 -- A criterion is made once per measured state, fed every kept sample (the
