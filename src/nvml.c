@@ -883,6 +883,12 @@ static int read_version(lua_State *L, cl_NvmlVersionFn fn, const char *name)
   return 1;
 }
 
+static int not_a_version(lua_State *L, const char *name, int i)
+{
+  lua_pushfstring(L, "%s gave '%s', which is not a version", name, lua_tostring(L, i));
+  return lua_error(L);
+}
+
 /* Push the numbers of the dotted version string at -1, name's, replacing
  * it: at most 8 numbers of digits only (no sign, no space: "580.65.06"
  * gives 580, 65, 6), up to the first character that does not go on with
@@ -896,7 +902,7 @@ static int push_version_numbers(lua_State *L, const char *name)
     lua_Integer v = 0;
     for (int digits = 0; isdigit((unsigned char)*s); s++, digits++) {
       if (digits == 9)
-        return luaL_error(L, "%s gave '%s', which is not a version", name, lua_tostring(L, -n - 1));
+        return not_a_version(L, name, -n - 1);
       v = 10 * v + (*s - '0');
     }
     lua_pushinteger(L, v);
@@ -906,7 +912,7 @@ static int push_version_numbers(lua_State *L, const char *name)
     s++;
   }
   if (n == 0)
-    return luaL_error(L, "%s gave '%s', which is not a version", name, lua_tostring(L, -1));
+    return not_a_version(L, name, -1);
   lua_remove(L, -n - 1);
   return n;
 }
