@@ -278,7 +278,8 @@ local function reasons_of(mask)
   return words
 end
 
-local function absurd_want(v)
+-- every number the fake reports is v, every width (PCIe lanes, bus bits) bits
+local function absurd_want(v, bits)
   local w = {}
   local function set(key, result) w[key] = result == nil and "nil" or ok_values(result) end
   local function both(f, result) set("nd." .. f, result); set("nd:get " .. f, result) end
@@ -288,13 +289,13 @@ local function absurd_want(v)
   end
   local s = signed(v)
   field("index", "index", v)
-  field("memory_bus_width", "bus", v)
-  both("peak_memory_bandwidth", within("bus", v) and within("clock", v) and 2 * v * 1000000 * (v // 8) or nil)
+  field("memory_bus_width", "bus", bits)
+  both("peak_memory_bandwidth", within("bus", bits) and within("clock", v) and 2 * v * 1000000 * (bits // 8) or nil)
   local pcie = {}
   if within("gen", v) then pcie.generation, pcie.max_generation = v, v end
-  if within("width", v) then pcie.width, pcie.max_width = v, v end
-  local rate = within("gen", v) and within("width", v) and lane_rate(v)
-  if rate then pcie.rate = math.tointeger(math.floor(rate * v + 0.5)); pcie.max_rate = pcie.rate end
+  if within("width", bits) then pcie.width, pcie.max_width = bits, bits end
+  local rate = within("gen", v) and within("width", bits) and lane_rate(v)
+  if rate then pcie.rate = math.tointeger(math.floor(rate * bits + 0.5)); pcie.max_rate = pcie.rate end
   both("pcie", next(pcie) and pcie or nil)
   field("temperature", "temperature", s)
   field("power_usage", "power", v, v / 1000)
@@ -327,20 +328,32 @@ local values = {0, 1, 7, 8, 31, 32, 33, 63, 64, 65, 100, 101, 250, 251, 255, 256
                 UINT_MAX - 1, UINT_MAX}
 for _ = 1, 16 do values[#values + 1] = math.random(0, UINT_MAX) end
 for _ = 1, 8 do values[#values + 1] = math.random(0, 300) end
+local cases = {}
+for _, v in ipairs(values) do cases[#cases + 1] = {math.tointeger(v), math.tointeger(v)} end
+-- widths apart: a PCIe generation or a clock in range times a width that is not
+-- (the rate's conversion to an integer, the bandwidth's product), and the edges
+for _, gen in ipairs{1, 2, 3, 5, 6, 7, 8, 32, 100000} do
+  for _, bits in ipairs{0, 7, 8, 64, 65, 65536, 65537, 2^31, UINT_MAX, math.random(0, UINT_MAX)} do
+    cases[#cases + 1] = {gen, math.tointeger(bits)}
+  end
+end
 local absurd_bad, absurd_nil = {}, 0
-for _, v in ipairs(values) do
-  v = math.tointeger(v)
-  fakecuda.nvml_hostile("absurd", v)
+for _, case in ipairs(cases) do
+  local v, bits = case[1], case[2]
+  fakecuda.nvml_hostile("absurd", v, bits)
   local got = sweep(nd)
   fakecuda.nvml_hostile()
-  local want = absurd_want(v)
+  local want = absurd_want(v, bits)
   for name, res in pairs(got) do
     local why = mismatch(name, res, want[name] or calm[name], calm[name])
-    if why then absurd_bad[#absurd_bad + 1] = ("%d: %s"):format(v, why) end
+    if why then absurd_bad[#absurd_bad + 1] = ("%d/%d: %s"):format(v, bits, why) end
     if res[1] and res[2] == nil then absurd_nil = absurd_nil + 1 end
   end
 end
-t.ok(#absurd_bad == 0, ("absurd numbers (%d values, edges and random): each reading exact or unknown%s"):format(#values,
+table.sort(absurd_bad, function(a, b)   -- the negative numbers first: the worst
+  return (a:find("negative", 1, true) and 0 or 1) < (b:find("negative", 1, true) and 0 or 1)
+end)
+t.ok(#absurd_bad == 0, ("absurd numbers (%d cases, edges and random): each reading exact or unknown%s"):format(#cases,
      #absurd_bad > 0 and (": " .. table.concat(absurd_bad, "; ", 1, math.min(#absurd_bad, 8))) or ""))
 t.ok(absurd_nil > 0, "absurd numbers: some readings were refused")
 fakecuda.nvml_hostile("absurd", UINT_MAX)

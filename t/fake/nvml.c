@@ -29,10 +29,11 @@
  *     fail[:nth[:code]]    the nth call from now (0 or none: every call) of
  *                          any entry point but nvmlShutdown fails with code
  *                          (default 999, NVML_ERROR_UNKNOWN)
- *     absurd[:value]       every number it reports (clocks, widths, link
+ *     absurd[:value[:width]]  every number it reports (clocks, link
  *                          generations, temperatures, power, counts, modes,
  *                          states) is value (default UINT_MAX; signed ones
- *                          get its bits) */
+ *                          get its bits), and every width (the PCIe link's,
+ *                          the memory bus's) is width (default: value) */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +104,7 @@ static char filler[128] = "~";            /* STRINGS: what follows the true stri
 static int fail_every;                    /* FAILING: every call, else the countdown's */
 static long fail_countdown;
 static int fail_code;
-static unsigned absurd;                   /* ABSURD: every number reported */
+static unsigned absurd, absurd_width;     /* ABSURD: every number and width reported */
 static long ncalls;                       /* entry point calls, for fakecuda.nvml_calls */
 #define NSIZES 8
 static struct { const char *api; unsigned size; } sizes[NSIZES];   /* string buffers given */
@@ -158,7 +159,11 @@ int fake_nvml_hostile(const char *mode, const char *arg1, const char *arg2)
     unsigned long long v = arg1 ? strtoull(arg1, &end, 0) : UINT_MAX;
     if ((arg1 && *end) || v > UINT_MAX)
       return -1;
+    unsigned long long w = arg2 ? strtoull(arg2, &end, 0) : v;
+    if ((arg2 && *end) || w > UINT_MAX)
+      return -1;
     absurd = (unsigned)v;
+    absurd_width = (unsigned)w;
     hostile = ABSURD;
   } else
     return -1;
@@ -184,6 +189,7 @@ static void read_hostile(const char *spec)
 /* A number the fake reports: its true value, or the absurd one. */
 static unsigned reading(unsigned value) { return hostile == ABSURD ? absurd : value; }
 static int signed_reading(int value) { return hostile == ABSURD ? (int)absurd : value; }
+static unsigned width_reading(unsigned value) { return hostile == ABSURD ? absurd_width : value; }
 
 static void read_env(void)
 {
@@ -471,18 +477,18 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_t *
   return OK;
 }
 
-#define UINT_READING(name, value)                 \
+#define UINT_READING(name, value, reading)        \
   nvmlReturn_t name(nvmlDevice_t dev, unsigned *v) \
   {                                               \
     ENTER_DEVICE(name, dev);                      \
     *v = reading(value);                          \
     return OK;                                    \
   }
-UINT_READING(nvmlDeviceGetCurrPcieLinkGeneration, 4)
-UINT_READING(nvmlDeviceGetCurrPcieLinkWidth, 16)
-UINT_READING(nvmlDeviceGetMaxPcieLinkGeneration, 5)
-UINT_READING(nvmlDeviceGetMaxPcieLinkWidth, 16)
-UINT_READING(nvmlDeviceGetMemoryBusWidth, 5120)
+UINT_READING(nvmlDeviceGetCurrPcieLinkGeneration, 4, reading)
+UINT_READING(nvmlDeviceGetCurrPcieLinkWidth, 16, width_reading)
+UINT_READING(nvmlDeviceGetMaxPcieLinkGeneration, 5, reading)
+UINT_READING(nvmlDeviceGetMaxPcieLinkWidth, 16, width_reading)
+UINT_READING(nvmlDeviceGetMemoryBusWidth, 5120, width_reading)
 
 nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t dev, int *current, int *pending)
 {
