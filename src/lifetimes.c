@@ -200,7 +200,7 @@ void cl_graph_refs_release(lua_State *L, int hi)
 
 static int refs_gc(lua_State *L)
 {
-  cl_capture_ended(lua_touserdata(L, 1));   /* a capture nothing can end any more */
+  cl_capture_ended(luaL_checkudata(L, 1, CL_GRAPHREFS));   /* a capture nothing can end any more */
   cl_graph_refs_release(L, 1);
   return 0;
 }
