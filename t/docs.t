@@ -328,9 +328,18 @@ for kind, n in pairs(counts) do kinds[#kinds + 1] = ("%d %s"):format(n, kind) en
 table.sort(kinds)
 t.diag("names checked: " .. table.concat(kinds, ", "))
 
-local api_page = read("man/cudalua-api.3.in")
+-- The API's pages: cudalua-api(3), their index, and one a part of the module.
+local api_pages = {}
+for _, name in ipairs(t.ls(srcdir .. "/man")) do
+  local page = name:match("^(cudalua%-[%w_]+%.3)%.in$")
+  if page then api_pages[#api_pages + 1] = page end
+end
+t.ok(#api_pages > 10, ("found the API's pages (%d)"):format(#api_pages))
+local api_texts = {}
+for _, page in ipairs(api_pages) do api_texts[#api_texts + 1] = read("man/" .. page .. ".in") end
+local api_page = table.concat(api_texts, "\n")
 local cli_page = read("man/cudalua.1.in")
-report(api_checks, api_page, "cudalua-api(3)")
+report(api_checks, api_page, "the API's pages")
 report(cli_checks, cli_page, "cudalua(1)")
 
 -- The check can fail: a page without one name's mentions misses it, and
@@ -383,18 +392,30 @@ local function long_prefix_warnings(page)
   os.remove(file)
   -- every path can break after each slash, so no line holds the raw prefix
   local module = (long_prefix .. "/lib/lua/5.4/cuda.so"):gsub("/", "/\\:")
+  local names_module = read("man/" .. page .. ".in"):find("@luacmoddir@", 1, true)
   return written and clean and text:find(long_prefix, 1, true) == nil
-    and text:find(module, 1, true) ~= nil, err
+    and (not names_module or text:find(module, 1, true) ~= nil), err
 end
 
+-- The pages that name an installation folder (@bindir@, @luacmoddir@...).
+local function names_folders(page) return read("man/" .. page .. ".in"):find("@%l+dir@") ~= nil end
+
+local all_pages = {"cudalua.1", table.unpack(api_pages)}
+local with_folders = {}
+for _, page in ipairs(all_pages) do
+  if names_folders(page) then with_folders[#with_folders + 1] = page end
+end
+t.ok(#with_folders >= 2, "cudalua(1) and cudalua-api(3) name the installation's folders")
 if t.run("command -v groff >/dev/null") ~= 0 then
-  t.skip("groff is not installed", 4)
+  t.skip("groff is not installed", #all_pages + #with_folders)
 else
-  for _, page in ipairs{"cudalua-api.3", "cudalua.1"} do
+  for _, page in ipairs(all_pages) do
     local clean, err = groff_warnings(builddir .. "/man/" .. page)
     t.ok(clean, page .. " renders without warnings")
     if not clean then t.diag(err) end
-    clean, err = long_prefix_warnings(page)
+  end
+  for _, page in ipairs(with_folders) do
+    local clean, err = long_prefix_warnings(page)
     t.ok(clean, page .. " renders without warnings for a " .. #long_prefix .. "-character prefix")
     if not clean then t.diag(err) end
   end
