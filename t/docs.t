@@ -335,10 +335,13 @@ for _, name in ipairs(t.ls(srcdir .. "/man")) do
   if page then api_pages[#api_pages + 1] = page end
 end
 t.ok(#api_pages > 10, ("found the API's pages (%d)"):format(#api_pages))
-local api_texts = {}
+local api_texts, page_text = {}, {}
 for _, page in ipairs(api_pages) do api_texts[#api_texts + 1] = read("man/" .. page .. ".in") end
 local api_page = table.concat(api_texts, "\n")
 local cli_page = read("man/cudalua.1.in")
+local all_pages = {"cudalua.1", table.unpack(api_pages)}
+for i, page in ipairs(api_pages) do page_text[page] = api_texts[i] end
+page_text["cudalua.1"] = cli_page
 report(api_checks, api_page, "the API's pages")
 report(cli_checks, cli_page, "cudalua(1)")
 
@@ -369,12 +372,195 @@ t.ok(has_word(plain("\\fBcuda.launch\\fR(s)"), "cuda.launch")
      and has_word(plain(".BR buf:copy_to ( dst )"), "buf:copy_to")
      and not has_word("xbuf:copy_to", "buf:copy_to"), "names match as words")
 
+-- --- the pages' form -----------------------------------------------------------------
+
+-- The roff of one section of a page (up to the next .SH), or nil.
+local function section_roff(roff, title)
+  local body = roff:match("\n%.SH " .. escape_pattern(title) .. "\n(.-)\n%.SH ")
+  return body or roff:match("\n%.SH " .. escape_pattern(title) .. "\n(.*)$")
+end
+
+local REQUIRED_SECTIONS = {"NAME", "SYNOPSIS", "DESCRIPTION", "ERRORS", "EXAMPLES", "SEE ALSO"}
+
+-- What is wrong with a page's form: its sections, its NAME line (whatis
+-- form: "cudalua\-device \- what it covers", which mandb indexes for
+-- apropos and man -k), and its SEE ALSO naming the index.
+local function form_problems(page, roff)
+  local bad, at = {}, 0
+  for _, title in ipairs(REQUIRED_SECTIONS) do
+    local pos = roff:find("\n%.SH " .. escape_pattern(title) .. "\n")
+    if not pos then bad[#bad + 1] = "no " .. title .. " section"
+    elseif pos < at then bad[#bad + 1] = title .. " out of order" end
+    at = pos or at
+  end
+  local base = page:match("^(.*)%.%d$")
+  local name_line = (section_roff(roff, "NAME") or ""):match("^[^\n]*")
+  local name = name_line:match("^(.-) \\%- %S")
+  if not name or name:gsub("\\%-", "-") ~= base then
+    bad[#bad + 1] = "NAME is not '" .. base:gsub("%-", "\\-") .. " \\- ...': " .. name_line
+  end
+  local th = roff:match("^%.TH (%S+) (%d)")
+  if th ~= base:upper() then bad[#bad + 1] = ".TH names " .. tostring(th) end
+  if base ~= "cudalua-api" and not has_word(plain(section_roff(roff, "SEE ALSO") or ""), "cudalua-api") then
+    bad[#bad + 1] = "SEE ALSO does not name cudalua-api(3)"
+  end
+  return bad
+end
+
+local index_pages = plain(section_roff(read("man/cudalua-api.3.in"), "PAGES") or "")
+local makefile = read("Makefile.am")
+local installed = makefile:match("\nman_MANS = (.-[^\\])\n"):gsub("\\\n", " ")
+for i, page in ipairs(api_pages) do
+  local bad = form_problems(page, api_texts[i])
+  t.ok(#bad == 0, page .. ": NAME (whatis form), SYNOPSIS, DESCRIPTION, ERRORS, EXAMPLES, SEE ALSO")
+  for _, why in ipairs(bad) do t.diag(why) end
+  t.ok(has_word(installed, "man/" .. page), page .. " is in Makefile.am's man_MANS")
+  if page ~= "cudalua-api.3" then
+    t.ok(index_pages:find(page:match("^(.*)%.3$") .. " (3)", 1, true), "cudalua-api(3)'s PAGES names " .. page)
+  end
+end
+t.is(table.concat(form_problems("cudalua-x.3", table.concat({".TH CUDALUA-X 3", ".SH NAME", "cudalua\\-x is a page",
+  ".SH SYNOPSIS", ".SH DESCRIPTION", ".SH EXAMPLES", ".SH ERRORS", ".SH SEE ALSO", ".BR cudalua\\-api (3)"}, "\n")), "; "),
+  "EXAMPLES out of order; NAME is not 'cudalua\\-x \\- ...': cudalua\\-x is a page",
+  "a page out of order, without a whatis NAME line, is reported")
+
+-- lexgrog reads a page's NAME as mandb does; mandb over the built pages
+-- then lets man -k (apropos) find every one.
+if t.run("command -v lexgrog >/dev/null && command -v mandb >/dev/null && command -v man >/dev/null") ~= 0 then
+  t.skip("man-db (lexgrog, mandb, man) is not installed", 2)
+else
+  local seen = {}
+  for _, page in ipairs(all_pages) do
+    local _, out = t.run(("lexgrog '%s/man/%s'"):format(builddir, page))
+    local name = out:match(': "(%S+) %- ')
+    if name == page:match("^(.*)%.%d$") then seen[#seen + 1] = name end
+  end
+  t.is(#seen, #all_pages, "lexgrog reads every page's whatis line")
+  local dir = t.tmpdir()
+  os.execute(("mkdir -p '%s/man1' '%s/man3' && cp '%s'/man/*.1 '%s/man1' && cp '%s'/man/*.3 '%s/man3'")
+    :format(dir, dir, builddir, dir, builddir, dir))
+  local _, listed = t.run(("mandb -q -c '%s' >/dev/null && man -M '%s' -k cudalua"):format(dir, dir))
+  local missing_pages = {}
+  for _, page in ipairs(all_pages) do
+    local base, sec = page:match("^(.*)%.(%d)$")
+    if not listed:find("\n" .. escape_pattern(base) .. " %(" .. sec .. "%)") and
+       not listed:find("^" .. escape_pattern(base) .. " %(" .. sec .. "%)") then
+      missing_pages[#missing_pages + 1] = page
+    end
+  end
+  os.execute(("rm -rf '%s'"):format(dir))
+  t.is(table.concat(missing_pages, " "), "", "man -k cudalua lists every page")
+end
+
+-- --- the examples -------------------------------------------------------------------
+
+-- The code of an EXAMPLES block, its roff escapes undone; nil and the
+-- escape for one this does not know (it would run as something else).
+local CODE_ESCAPES = {["\\e"] = "\\", ["\\-"] = "-", ["\\&"] = "", ["\\(dq"] = '"', ["\\(aq"] = "'",
+                      ["\\(ti"] = "~", ["\\(ha"] = "^", ["\\(rs"] = "\\"}
+local function unescape_code(roff)
+  local unknown
+  local code = roff:gsub("\\%(%a%a", function(e) return CODE_ESCAPES[e] end)
+  code = code:gsub("\\.", function(e)
+    if CODE_ESCAPES[e] then return CODE_ESCAPES[e] end
+    unknown = unknown or e
+  end)
+  if unknown then return nil, unknown end
+  return code
+end
+
+-- Every .EX block of a page's EXAMPLES section.
+local function example_blocks(roff)
+  local blocks = {}
+  for block in (section_roff(roff, "EXAMPLES") or ""):gmatch("\n%.EX\n(.-)\n%.EE") do
+    blocks[#blocks + 1] = block
+  end
+  return blocks
+end
+
+-- Command lines for a shell, not a Lua program (cudalua(1)'s examples of
+-- its options: the scripts they run have tests of their own).
+local function is_shell(code)
+  for line in code:gmatch("[^\n]+") do
+    if not (line:match("^cudalua%s") or line:match("^[%u_]+=%S*%s+cudalua%s")) then return false end
+  end
+  return true
+end
+
+local fake = require "fake"
+local function exists(path) return path ~= nil and t.read_file(path) ~= nil end
+local have_fake = exists(os.getenv("CUDALUA_FAKE_LIBCUDA"))
+local have_mpi = exists(builddir .. "/src/.libs/mpi_core.so")
+
+-- Runs one example under the fake driver in a folder of its own. A first
+-- line "-- NAME.lua: COMMAND" says how the reader runs it (cudalua bench
+-- NAME.lua ...); "mpirun -n N" runs here as a job of one rank. Returns
+-- the exit code and the output, or nil and why it was not run.
+local function run_example(code)
+  local file, command = code:match("^%-%- ([%w_]+%.lua): ([^\n]+)")
+  command = command or "cudalua example.lua"
+  file = file or "example.lua"
+  command = command:gsub("^mpirun %-n %d+ ", "")
+  if code:find('require "cuda.mpi"', 1, true) and not have_mpi then return nil, "cudalua was built without MPI" end
+  local rest = command:match("^cudalua(%s.*)$")
+  if not rest or not has_word(rest, file) then return nil, "not a cudalua command on " .. file .. ": " .. command end
+  local dir = t.tmpdir()
+  t.write_file(dir .. "/" .. file, code)
+  local rc, out, err = t.run(("cd '%s' && %s timeout %d %s%s"):format(dir, fake.env(), t.time_limit(60),
+    t.cudalua(), rest))
+  os.execute(("rm -rf '%s'"):format(dir))
+  return rc, out .. err
+end
+
+local examples, shell_blocks = 0, 0
+for _, page in ipairs(all_pages) do
+  local blocks = example_blocks(page_text[page])
+  t.ok(#blocks > 0, page .. " has examples")
+  for i, block in ipairs(blocks) do
+    local code, unknown = unescape_code(block)
+    local what = ("%s, example %d"):format(page, i)
+    if not code then
+      t.ok(false, what .. ": its roff escapes are code's")
+      t.diag("unknown escape " .. unknown)
+    elseif is_shell(code) then
+      shell_blocks = shell_blocks + 1
+    elseif not have_fake then
+      t.skip("no fake driver (CUDALUA_FAKE_LIBCUDA: run by make check)")
+    else
+      local rc, out = run_example(code)
+      if rc == nil then
+        t.skip(what .. ": " .. out)
+      else
+        examples = examples + 1
+        t.is(rc, 0, what .. " runs under the fake driver")
+        if rc ~= 0 then t.diag(out) end
+      end
+    end
+  end
+end
+t.ok(examples > #api_pages, ("ran the pages' examples (%d; %d blocks of shell commands not run)")
+  :format(examples, shell_blocks))
+t.is(select(2, unescape_code("a \\- b \\(dq\\e\\(aq\\&")), nil, "code escapes undone")
+t.is(unescape_code("a \\- b \\(dq\\e\\(aq\\&"), "a - b \"\\'", "code escapes give the code")
+t.is(select(2, unescape_code("x \\fBbold\\fR")), "\\f", "an escape that is not code's is reported")
+if have_fake then
+  t.isnt(run_example("local cuda = require \"cuda\"\nerror('an example that fails')"), 0,
+         "an example that fails is reported")
+end
+
 -- --- rendering ---------------------------------------------------------------------
 
 -- groff's warnings (-ww) on a page, when groff is installed.
 local function groff_warnings(file)
   local code, out, err = t.run(("groff -man -Tutf8 -ww -z '%s'"):format(file))
   return code == 0 and err == "" and out == "", err
+end
+
+-- What man -l, as a reader runs it (man-db's preprocessors, then groff
+-- with every warning on), says on standard error about a page.
+local function man_warnings(file)
+  local code, _, err = t.run(("MANWIDTH=80 man --warnings=w -l '%s' >/dev/null"):format(file))
+  return code == 0 and err == "", err
 end
 
 -- The pages name the installation's folders; a long prefix (distcheck's
@@ -400,7 +586,6 @@ end
 -- The pages that name an installation folder (@bindir@, @luacmoddir@...).
 local function names_folders(page) return read("man/" .. page .. ".in"):find("@%l+dir@") ~= nil end
 
-local all_pages = {"cudalua.1", table.unpack(api_pages)}
 local with_folders = {}
 for _, page in ipairs(all_pages) do
   if names_folders(page) then with_folders[#with_folders + 1] = page end
@@ -420,5 +605,30 @@ else
     if not clean then t.diag(err) end
   end
 end
+
+-- A page with a mistake (a macro that does not exist, a character groff
+-- cannot find, an item without a body at the end) fails both checks.
+local broken = os.tmpname()
+t.write_file(broken, table.concat({t.read_file(builddir .. "/man/cudalua-stream.3"),
+  ".XX not a macro", "a \\[nosuchchar] character", ".TP", ""}, "\n"))
+if t.run("command -v groff >/dev/null") ~= 0 then
+  t.skip("groff is not installed")
+else
+  local clean, err = groff_warnings(broken)
+  t.ok(not clean and err:find("macro 'XX' not defined", 1, true), "groff reports a broken page")
+end
+if t.run("command -v man >/dev/null && command -v groff >/dev/null") ~= 0 then
+  t.skip("man or groff is not installed", #all_pages + 1)
+else
+  for _, page in ipairs(all_pages) do
+    local clean, err = man_warnings(builddir .. "/man/" .. page)
+    t.ok(clean, "man -l " .. page .. " renders without warnings")
+    if not clean then t.diag(err) end
+  end
+  local clean, err = man_warnings(broken)
+  t.ok(not clean and err:find("macro 'XX' not defined", 1, true) and err:find("nosuchchar", 1, true),
+       "man -l reports a broken page")
+end
+os.remove(broken)
 
 t.done()
