@@ -424,9 +424,14 @@ t.is(table.concat(form_problems("cudalua-x.3", table.concat({".TH CUDALUA-X 3", 
   "EXAMPLES out of order; NAME is not 'cudalua\\-x \\- ...': cudalua\\-x is a page",
   "a page out of order, without a whatis NAME line, is reported")
 
+-- man-db's man, not a stand-in (a minimized system's /usr/bin/man only
+-- says that it was removed).
+local have_man = t.run("command -v lexgrog >/dev/null && command -v mandb >/dev/null"
+  .. " && man --version 2>/dev/null | grep -q '^man '") == 0
+
 -- lexgrog reads a page's NAME as mandb does; mandb over the built pages
 -- then lets man -k (apropos) find every one.
-if t.run("command -v lexgrog >/dev/null && command -v mandb >/dev/null && command -v man >/dev/null") ~= 0 then
+if not have_man then
   t.skip("man-db (lexgrog, mandb, man) is not installed", 2)
 else
   local seen = {}
@@ -617,7 +622,7 @@ else
   local clean, err = groff_warnings(broken)
   t.ok(not clean and err:find("macro 'XX' not defined", 1, true), "groff reports a broken page")
 end
-if t.run("command -v man >/dev/null && command -v groff >/dev/null") ~= 0 then
+if not have_man or t.run("command -v groff >/dev/null") ~= 0 then
   t.skip("man or groff is not installed", #all_pages + 1)
 else
   for _, page in ipairs(all_pages) do
