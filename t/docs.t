@@ -3,7 +3,12 @@
 -- exports, the error fields, the bundled scripts and the environment
 -- variables the code reads. The names come from the code itself (the
 -- loaded module, the registry, the C sources' fields functions, the Lua
--- sources), so a name added without documentation fails here. Needs no GPU.
+-- sources), so a name added without documentation fails here. Each API
+-- name has its entry (an item head) in exactly one of the API's pages,
+-- cudalua-api(3) and the pages it lists; the other pages may mention it.
+-- Then the pages' form (the sections, a NAME line that man -k finds), their
+-- examples (each runs under the fake driver) and their rendering (groff
+-- and man -l, without a warning). Needs no GPU.
 local t = require "tap"
 local cuda = require "cuda"
 
@@ -66,6 +71,12 @@ local function has_word(text, name)
   local pattern = "%f[%w_.:]" .. escape_pattern(name) .. "%f[^%w_]"
   if name:match("^[^%w_]") then pattern = escape_pattern(name) .. "%f[^%w_]" end
   return text:find(pattern) ~= nil
+end
+
+-- The roff of one section of a page (up to the next .SH), or nil.
+local function section_roff(roff, title)
+  local body = roff:match("\n%.SH " .. escape_pattern(title) .. "\n(.-)\n%.SH ")
+  return body or roff:match("\n%.SH " .. escape_pattern(title) .. "\n(.*)$")
 end
 
 -- --- names from the code ---------------------------------------------------------
@@ -312,6 +323,60 @@ local function report(list, roff, page)
   for _, line in ipairs(bad) do t.diag("undocumented " .. line) end
 end
 
+-- The heads of a page's items, as text: the tag line of each .TP or .TQ
+-- item (with its continuation lines), which man sets at the margin above
+-- the item's paragraph. A name's entry is a head that names it, in the
+-- section its check asks for if any; the paragraphs only mention names.
+local function item_heads(roff)
+  local lines = {}
+  for line in ((roff or "") .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = line end
+  local heads, k = {}, 1
+  while k < #lines do
+    if lines[k]:match("^%.T[PQ]%s*[%d.]*%a*$") then
+      k = k + 1
+      local head = lines[k]
+      while head:sub(-1) == "\\" and k < #lines do k = k + 1; head = head:sub(1, -2) .. lines[k] end
+      heads[#heads + 1] = head
+    end
+    k = k + 1
+  end
+  return plain("\n" .. table.concat(heads, "\n"))
+end
+
+local function names_it(c, text)
+  for _, words in ipairs(c.ways) do
+    local all_found = true
+    for _, word in ipairs(words) do all_found = all_found and has_word(text, word) end
+    if all_found then return true end
+  end
+  return false
+end
+
+-- The names without an entry, and those with entries in more than one
+-- page: a list of lines. pages: {name = roff}.
+local function entry_problems(list, pages)
+  local heads, names = {}, {}
+  for name in pairs(pages) do names[#names + 1] = name end
+  table.sort(names)
+  local function heads_of(name, where)
+    local key = name .. "\0" .. (where or "")
+    heads[key] = heads[key] or item_heads(where and section_roff(pages[name], where) or pages[name])
+    return heads[key]
+  end
+  local out = {}
+  for _, c in ipairs(list) do
+    local found = {}
+    for _, name in ipairs(names) do
+      if names_it(c, heads_of(name, c.where)) then found[#found + 1] = name end
+    end
+    local what = ("%s: %s%s"):format(c.kind, c.name, c.where and (" (in " .. c.where .. ")") or "")
+    if #found == 0 then out[#out + 1] = "no entry for " .. what
+    elseif #found > 1 then out[#out + 1] = ("entries for %s in %s"):format(what, table.concat(found, ", ")) end
+  end
+  table.sort(out)
+  return out
+end
+
 module_names()
 registered_types()
 field_names()
@@ -335,17 +400,20 @@ for _, name in ipairs(t.ls(srcdir .. "/man")) do
   if page then api_pages[#api_pages + 1] = page end
 end
 t.ok(#api_pages > 10, ("found the API's pages (%d)"):format(#api_pages))
-local api_texts, page_text = {}, {}
-for _, page in ipairs(api_pages) do api_texts[#api_texts + 1] = read("man/" .. page .. ".in") end
-local api_page = table.concat(api_texts, "\n")
+-- Each page's roff: api_text the API's pages, page_text those and cudalua(1).
 local cli_page = read("man/cudalua.1.in")
 local all_pages = {"cudalua.1", table.unpack(api_pages)}
-for i, page in ipairs(api_pages) do page_text[page] = api_texts[i] end
-page_text["cudalua.1"] = cli_page
-report(api_checks, api_page, "the API's pages")
+local api_text, page_text = {}, {["cudalua.1"] = cli_page}
+for _, page in ipairs(api_pages) do
+  api_text[page] = read("man/" .. page .. ".in")
+  page_text[page] = api_text[page]
+end
+local bad_entries = entry_problems(api_checks, api_text)
+t.ok(#bad_entries == 0, ("each of the %d names has its entry in one page"):format(#api_checks))
+for _, line in ipairs(bad_entries) do t.diag(line) end
 report(cli_checks, cli_page, "cudalua(1)")
 
--- The check can fail: a page without one name's mentions misses it, and
+-- The checks can fail: a page without one name's mentions misses it, and
 -- only it.
 local function newly_missing(list, roff, word)
   local before = {}
@@ -357,12 +425,35 @@ local function newly_missing(list, roff, word)
   end
   return table.concat(new, "\n")
 end
-t.is(newly_missing(api_checks, api_page, "cuda.real_path"), "module: cuda.real_path",
-     "a page without cuda.real_path is reported")
-t.is(newly_missing(api_checks, api_page, "dev.uuid"), "field: dev.uuid",
-     "a page without dev.uuid is reported")
-t.is(newly_missing(api_checks, api_page, "context_lost"), "error field: context_lost (in ERRORS)",
-     "a page without context_lost is reported")
+
+-- The entry problems that changing the API's pages makes, and only those.
+local function new_entry_problems(change)
+  local before, pages = {}, {}
+  for _, line in ipairs(entry_problems(api_checks, api_text)) do before[line] = true end
+  for page, roff in pairs(api_text) do pages[page] = change(page, roff) end
+  local new = {}
+  for _, line in ipairs(entry_problems(api_checks, pages)) do
+    if not before[line] then new[#new + 1] = line end
+  end
+  return table.concat(new, "\n")
+end
+local function without(word)
+  return function(_, roff) return (roff:gsub("%f[%w_]" .. escape_pattern(word) .. "%f[^%w_]", "REMOVED")) end
+end
+t.is(new_entry_problems(without("cuda.real_path")), "no entry for module: cuda.real_path",
+     "pages without cuda.real_path are reported")
+t.is(new_entry_problems(without("dev.uuid")), "no entry for field: dev.uuid",
+     "pages without dev.uuid are reported")
+t.is(new_entry_problems(without("context_lost")), "no entry for error field: context_lost (in ERRORS)",
+     "pages without context_lost are reported")
+t.is(new_entry_problems(function(_, roff) return (roff:gsub("%.TP\n(%.BI cuda%.real_path%()", ".PP\n%1")) end),
+     "no entry for module: cuda.real_path", "a mere mention of cuda.real_path is no entry")
+t.is(new_entry_problems(function(page, roff)
+       return page == "cudalua-device.3" and roff .. ".TP\n.B cuda.real_path\nAgain.\n" or roff
+     end), "entries for module: cuda.real_path in cudalua-api.3, cudalua-device.3",
+     "a second entry for cuda.real_path in another page is reported")
+t.is(item_heads(".TP\n.BR a.b ,\\\nc.d\nbody e.f\n.TQ\n.B g.h\n.PP\ni.j\n"), "\na.b ,c.d\ng.h",
+     "item heads are the tag lines of .TP and .TQ, with their continuations")
 t.is(newly_missing(cli_checks, cli_page, "COLUMNS"), "environment: COLUMNS (in ENVIRONMENT)",
      "a page without COLUMNS is reported")
 t.is(newly_missing(cli_checks, cli_page, "launch_cost"),
@@ -373,12 +464,6 @@ t.ok(has_word(plain("\\fBcuda.launch\\fR(s)"), "cuda.launch")
      and not has_word("xbuf:copy_to", "buf:copy_to"), "names match as words")
 
 -- --- the pages' form -----------------------------------------------------------------
-
--- The roff of one section of a page (up to the next .SH), or nil.
-local function section_roff(roff, title)
-  local body = roff:match("\n%.SH " .. escape_pattern(title) .. "\n(.-)\n%.SH ")
-  return body or roff:match("\n%.SH " .. escape_pattern(title) .. "\n(.*)$")
-end
 
 local REQUIRED_SECTIONS = {"NAME", "SYNOPSIS", "DESCRIPTION", "ERRORS", "EXAMPLES", "SEE ALSO"}
 
@@ -410,8 +495,8 @@ end
 local index_pages = plain(section_roff(read("man/cudalua-api.3.in"), "PAGES") or "")
 local makefile = read("Makefile.am")
 local installed = makefile:match("\nman_MANS = (.-[^\\])\n"):gsub("\\\n", " ")
-for i, page in ipairs(api_pages) do
-  local bad = form_problems(page, api_texts[i])
+for _, page in ipairs(api_pages) do
+  local bad = form_problems(page, api_text[page])
   t.ok(#bad == 0, page .. ": NAME (whatis form), SYNOPSIS, DESCRIPTION, ERRORS, EXAMPLES, SEE ALSO")
   for _, why in ipairs(bad) do t.diag(why) end
   t.ok(has_word(installed, "man/" .. page), page .. " is in Makefile.am's man_MANS")
