@@ -617,6 +617,15 @@ row("bench state: add_element_count negative", "local h = require('cuda.bench.ha
     "h.new_state(b, {}, {}, {}, nil, nil):add_element_count(-1)", "integer >= 0 expected")
 row("bench state: skip without a reason", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):skip()", "a reason string expected")
+-- the hold of a stream by cuda.bench's blocking kernel (src/hold.c)
+row("hold_begin: nothing", "cuda.hold_begin()", "cuda%.Buffer expected")
+row("hold_begin: a number", "cuda.hold_begin(4)", "cuda%.Buffer expected")
+drow("hold_begin: a closed buffer", "cuda.hold_begin(f.closed_buf)", "cuda%.Buffer is closed")
+drow("hold_begin: device memory", "cuda.hold_begin(f.dev.memory_resource:allocate(64, f.s))", "the host cannot read")
+drow("hold_begin: a slice", "cuda.hold_begin(f.buf:slice(0, 8))", "not a slice")
+drow("hold_begin: a buffer too small for the flag", "cuda.hold_begin(f.pinned:allocate(2))", "must hold an int32")
+drow("hold_begin: twice", "cuda.hold_begin(f.buf); local ok, e = pcall(cuda.hold_begin, f.buf); cuda.hold_end(); error(e)",
+     "a stream is held already")
 -- GraphDefinition (s:end_capture{instantiate = false})
 local DEF = "f.s:begin_capture(); local d = f.s:end_capture{instantiate = false}; "
 drow("end_capture: instantiate = 1", "f.s:end_capture{instantiate = 1}", "field 'instantiate' must be a boolean")

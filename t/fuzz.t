@@ -507,6 +507,16 @@ local actions = {
         :set_blocking_kernel_timeout(0.05)
       for i = #h.registry, 1, -1 do h.registry[i] = nil end
       run.run(run.plan({b}, {}, {dev}), {log = function() end, l2_bytes = math.random(0, 8192), clock_source = false}) end,
+  -- a hold (cuda.bench's blocking kernel, src/hold.c) around a few random
+  -- calls: releases are deferred, waits let the hold go; it always ends
+  function() local buf = pick("buffer")
+      if not (buf and pcall(cuda.hold_begin, buf)) then return end
+      local kinds = {"stream", "event", "buffer", "graph", "mr", "array"}
+      for _ = 1, math.random(0, 3) do
+        local r, o = math.random(3), pick(kinds[math.random(#kinds)])
+        if r == 1 then pcall(close, o) elseif r == 2 then collectgarbage() elseif o and o.sync then pcall(o.sync, o) end
+      end
+      return cuda.hold_end() end,
   -- graph definitions (s:end_capture{instantiate = false}): a fork/join
   -- capture, clones, executables, child nodes, updates, DOT, closes
   function() local s, s2 = pick("stream"), pick("stream"); if s and s2 then
