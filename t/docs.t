@@ -582,21 +582,29 @@ local function exists(path) return path ~= nil and t.read_file(path) ~= nil end
 local have_fake = exists(os.getenv("CUDALUA_FAKE_LIBCUDA"))
 local have_mpi = exists(builddir .. "/src/.libs/mpi_core.so")
 
+-- Open MPI's plugins stay loaded and its frames unwind in full, as in
+-- t/mpi.t, so that the sanitizer build's leak reports name them (t/lsan.supp).
+local MPI_ENV = "OMPI_MCA_mca_base_component_disable_dlclose=1"
+  .. " LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" "
+
 -- Runs one example under the fake driver in a folder of its own. A first
 -- line "-- NAME.lua: COMMAND" says how the reader runs it (cudalua bench
 -- NAME.lua ...); "mpirun -n N" runs here as a job of one rank. Returns
--- the exit code and the output, or nil and why it was not run.
+-- the exit code and the output (a run line that runs no cudalua on its
+-- file fails), or nil and why it was not run.
 local function run_example(code)
   local file, command = code:match("^%-%- ([%w_]+%.lua): ([^\n]+)")
   command = command or "cudalua example.lua"
   file = file or "example.lua"
   command = command:gsub("^mpirun %-n %d+ ", "")
-  if code:find('require "cuda.mpi"', 1, true) and not have_mpi then return nil, "cudalua was built without MPI" end
+  local uses_mpi = code:find('require "cuda.mpi"', 1, true) ~= nil
+  if uses_mpi and not have_mpi then return nil, "cudalua was built without MPI" end
+  local env = fake.env(uses_mpi and MPI_ENV or nil)
   local rest = command:match("^cudalua(%s.*)$")
-  if not rest or not has_word(rest, file) then return nil, "not a cudalua command on " .. file .. ": " .. command end
+  if not rest or not has_word(rest, file) then return 1, "not a cudalua command on " .. file .. ": " .. command end
   local dir = t.tmpdir()
   t.write_file(dir .. "/" .. file, code)
-  local rc, out, err = t.run(("cd '%s' && %s timeout %d %s%s"):format(dir, fake.env(), t.time_limit(60),
+  local rc, out, err = t.run(("cd '%s' && %s timeout %d %s%s"):format(dir, env, t.time_limit(60),
     t.cudalua(), rest))
   os.execute(("rm -rf '%s'"):format(dir))
   return rc, out .. err
@@ -636,6 +644,7 @@ t.is(select(2, unescape_code("x \\fBbold\\fR")), "\\f", "an escape that is not c
 if have_fake then
   t.isnt(run_example("local cuda = require \"cuda\"\nerror('an example that fails')"), 0,
          "an example that fails is reported")
+  t.isnt(run_example("-- a.lua: lua a.lua\nprint(1)"), 0, "an example run other than by cudalua is reported")
 end
 
 -- --- rendering ---------------------------------------------------------------------
