@@ -590,15 +590,16 @@ row("bench.register: a number", "require('cuda.bench').register(5)", "a function
 row("bench axis: a string in an int64 axis", BR .. ":add_int64_axis('N', {1, 'x'})", "axis 'N': value 2 must be an integer")
 row("bench axis: a float in an int64 axis", BR .. ":add_int64_axis('N', {1.5})", "must be an integer")
 row("bench axis: no values", BR .. ":add_float64_axis('F', {})", "non%-empty list")
-row("bench axis: a name with a space", BR .. ":add_string_axis('a b', {'x'})", "axis name")
+row("bench axis: an empty name", BR .. ":add_string_axis('', {'x'})", "an axis name must be a non%-empty string, got ''")
+row("bench axis: a number name", BR .. ":add_string_axis(5, {'x'})", "an axis name must be a non%-empty string, got 5")
 row("bench axis: pow2 exponent 63", BR .. ":add_int64_power_of_two_axis('B', {63})", "exponent 1 must be in 0..62")
 row("bench axis: twice", BR .. ":add_int64_axis('N', {1}):add_int64_axis('N', {2})", "axis 'N' already exists")
 row("bench axis: a number in a type axis", BR .. ":add_type_axis('T', {4})", "must be a string")
 row("bench: unknown criterion", BR .. ":set_stopping_criterion('fastest')", "unknown criterion 'fastest'")
 row("bench: a criterion parameter a string", BR .. ":set_stopping_criterion('stdrel', {['max-noise'] = 'x'})",
     "must be a number")
-row("bench: min_samples 0", BR .. ":set_min_samples(0)", "integer >= 1 expected")
-row("bench: timeout NaN", BR .. ":set_timeout(0/0)", "number >= 0 expected")
+row("bench: min_samples -1", BR .. ":set_min_samples(-1)", "integer >= 0 expected")
+row("bench: timeout NaN", BR .. ":set_timeout(0/0)", "'set_timeout' %(a number of seconds >= 0")
 row("bench: run_once a number", BR .. ":set_run_once(1)", "a boolean expected")
 row("bench: zip of a missing axis", BR .. ":add_int64_axis('A', {1}):zip_axes{'A', 'B'}", "no axis named 'B'")
 row("bench: an iteration space not a function", BR .. ":set_iteration_space(5)", "a function expected")
@@ -606,7 +607,7 @@ row("bench override: no such axis", "require('cuda.bench.axes').parse_override('
 row("bench override: a bad value", "local a = require('cuda.bench.axes'); a.parse_override('N=[1,y]', {a.new('N', 'int64', {1})})",
     "'y' is not an integer")
 row("bench override: a zero step", "local a = require('cuda.bench.axes'); a.parse_override('N=[1:4:0]', {a.new('N', 'int64', {1})})",
-    "step > 0")
+    "the step of a range must be > 0")
 row("bench state: a missing axis", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):get_int64('Nope')", "has no axis of that name")
 row("bench state: exec of a number", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
