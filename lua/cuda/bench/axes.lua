@@ -75,6 +75,9 @@ function M.new(name, kind, values, flags, level)
   level = (level or 1) + 1
   check_name(name, level)
   assert(KINDS[kind], "unknown axis kind")
+  if flags and flags ~= "" and (flags ~= "pow2" or kind ~= "int64") then
+    fail(level, "axis '%s': flags %s do not apply to a %s axis", name, M.describe(flags), kind)
+  end
   if type(values) ~= "table" or #values == 0 then
     fail(level, "axis '%s': values must be a non-empty list", name)
   end

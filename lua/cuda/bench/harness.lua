@@ -89,14 +89,14 @@ local function key_of(tbl, fn)
   return nil
 end
 
--- The first frame outside cuda.bench's registration functions, from
--- the caller of this function's caller (level counted from here).
+-- The first frame outside cuda.bench's registration functions, as a
+-- level of the caller's (its caller is level 2 there).
 local function user_level()
   local level = 3
   while true do
     local info = debug.getinfo(level, "S")
     if not info then return nil end
-    if info.source ~= HERE and info.source ~= INIT then return level end
+    if info.source ~= HERE and info.source ~= INIT then return level - 1 end
     level = level + 1
   end
 end
