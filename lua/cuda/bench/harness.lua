@@ -629,6 +629,9 @@ function State:exec(fn, opts)
   self.exec_started = true
   if opts.sync then self.disable_blocking_kernel, self.throttle_threshold = true, 0.0 end
   if self:is_skipped() then return end
+  if not self.device and not self.bench.is_cpu_only then
+    error("state:exec: this state of a GPU benchmark has no device to run on", 2)
+  end
   local cfg = self:exec_cfg(opts, exec_stream(self))
   self.in_exec = true
   local ok, m = pcall(function()
