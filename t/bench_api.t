@@ -168,6 +168,16 @@ local twice = bench.register(function() end):add_int64_axis("N", {1, 2})
 t.raises(function() run.plan({twice}, {}, {dev0}) end, "states 1 and 3 are both 'N=1'",
   "names: an iteration space that repeats a state is refused")
 
+-- errors name the caller's line, through every setter
+for _, call in ipairs{function() bench.register(copy_kernel):add_int64_axis("N", {"x"}) end,
+                      function() bench.register(copy_kernel):add_float64_axis("F", {1, 1}) end,
+                      function() bench.register(copy_kernel):set_timeout(-1) end,
+                      function() bench.register(copy_kernel):set_run_once(1) end,
+                      function() bench.register(copy_kernel):set_min_samples(-1) end} do
+  local _, why = pcall(call)
+  t.like(tostring(why), "^[^:]*bench_api%.t:%d+: ", "errors name the caller's line: " .. tostring(why))
+end
+
 -- --- the Benchmark API of cuda-bench 0.3.0 ------------------------------------------------------
 local BENCHMARK_METHODS = {"get_name", "add_int64_axis", "add_int64_power_of_two_axis", "add_float64_axis",
   "add_string_axis", "set_name", "set_run_once", "set_skip_time", "set_throttle_recovery_delay",
@@ -440,6 +450,9 @@ t.ok(synced[1] == true and synced[2] == 0, "exec{sync = true}: the state's block
 
 -- --- bench.run_all_benchmarks and the default devices ----------------------------------------
 local cudalua, env = t.cudalua(), fake.env("FAKECUDA_DEVICES=2 CUDALUA_BENCH_L2_BYTES=4096")
+local code, out = t.run(cudalua .. [[ -e "local h = require 'cuda.bench.harness'; ]]
+  .. [[local st = h.new_state(h.register(function() end), {}, {}, {}, nil); print(pcall(st.set_stream, st, 5))"]])
+t.like(out, "a cuda%.Stream expected, got 5", "set_stream: a number is no stream, before cuda is loaded too")
 local dir = t.tmpdir()
 t.write_file(dir .. "/direct.lua", [[
 local bench = require "cuda.bench"
@@ -451,7 +464,8 @@ bench.run_all_benchmarks(arg)
 local ok, why = pcall(bench.run_all_benchmarks, arg)
 io.stderr:write("second: ", tostring(ok), " ", tostring(why), "\n")
 ]])
-local code, out, err = t.run(("cd '%s' && %s %s direct.lua --timeout 1 -q"):format(dir, env, cudalua))
+local err
+code, out, err = t.run(("cd '%s' && %s %s direct.lua --timeout 1 -q"):format(dir, env, cudalua))
 t.is(code, 0, "run_all_benchmarks: a file run directly runs its benchmarks" .. err)
 t.ok(out:find("## gpu", 1, true) and out:find("## host", 1, true), "run_all_benchmarks: both tables, named after the functions")
 t.ok(out:find("### [0]", 1, true) and out:find("### [1]", 1, true), "devices: GPU benchmarks run on all devices by default (NVBench's)")

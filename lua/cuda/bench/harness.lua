@@ -48,34 +48,46 @@ local function check_integer(method, v, least, n, level)
 end
 
 -- A number, not NaN; opts: least (inclusive), above (exclusive), most, finite.
-local function check_number(method, v, opts, n)
+local function check_number(method, v, opts, n, level)
   local ok = type(v) == "number" and v == v
     and (not opts.least or v >= opts.least) and (not opts.above or v > opts.above)
     and (not opts.most or v <= opts.most) and (not opts.finite or (v ~= math.huge and v ~= -math.huge))
-  if not ok then arg_error(method, n or 1, opts.what, v, 3) end
+  if not ok then arg_error(method, n or 1, opts.what, v, level or 3) end
   return v + 0.0
 end
 
-local function check_bool(method, v)
-  if type(v) ~= "boolean" then arg_error(method, 1, "a boolean", v, 3) end
+local function check_bool(method, v, level)
+  if type(v) ~= "boolean" then arg_error(method, 1, "a boolean", v, level or 3) end
   return v
 end
 
--- The range rules of the settings, shared by Benchmark and State setters.
-local RULES = {
-  timeout = {least = 0, what = "a number of seconds >= 0 (math.huge: no timeout)"},
-  skip_time = {what = "a number of seconds (<= 0: never skip)"},
-  throttle_threshold = {least = 0, most = 1, what = "a fraction of the SM clock in 0..1 (0: no throttle watch)"},
-  throttle_recovery_delay = {least = 0, finite = true, what = "a finite number of seconds >= 0"},
-  batch_target_time = {above = 0, finite = true, what = "a finite number of seconds > 0"},
-  cold_max_warmup_walltime = {what = "a number of seconds (<= 0: no limit)"},
-  blocking_kernel_timeout = {what = "a number of seconds (negative or math.huge: no timeout)"},
+-- The settings a benchmark gives its states, each with its check (NVBench's
+-- meaning, nonsense refused where it is given): state = true where the
+-- state has a setter and a getter of its own, as NVBench's state does.
+-- (The checks are no tail calls: level 4 is the setter's caller.)
+local function seconds(what, rule)
+  rule.what = what
+  return function(method, v) local x = check_number(method, v, rule, 1, 4); return x end
+end
+local function boolean(method, v) local x = check_bool(method, v, 4); return x end
+local SETTINGS = {
+  min_samples = {check = function(method, v) local n = check_integer(method, v, 0, 1, 4); return n end, state = true},
+  timeout = {check = seconds("a number of seconds >= 0 (math.huge: no timeout)", {least = 0}), state = true},
+  skip_time = {check = seconds("a number of seconds (<= 0: never skip)", {})},
+  throttle_threshold = {check = seconds("a fraction of the SM clock in 0..1 (0: no throttle watch)",
+    {least = 0, most = 1}), state = true},
+  throttle_recovery_delay = {check = seconds("a finite number of seconds >= 0", {least = 0, finite = true})},
+  batch_target_time = {check = seconds("a finite number of seconds > 0", {above = 0, finite = true}), state = true},
+  -- NVBench clamps a warm-up count below 1 to 1
+  cold_warmup_runs = {check = function(method, v) return math.max(check_integer(method, v, nil, 1, 4), 1) end,
+    state = true},
+  cold_max_warmup_walltime = {check = seconds("a number of seconds (<= 0: no limit)", {}), state = true},
+  blocking_kernel_timeout = {check = seconds("a number of seconds (negative or math.huge: no timeout)", {}),
+    state = true},
+  run_once = {check = boolean, state = true},
+  disable_blocking_kernel = {check = boolean, state = true},
+  is_cpu_only = {check = boolean},
 }
-
-local function setting(method, key, v) return check_number(method, v, RULES[key]) end
-
--- NVBench clamps a warm-up count below 1 to 1.
-local function warmup_runs(method, n) return math.max(check_integer(method, n), 1) end
 
 -- --- the name a function is known by -----------------------------------------------
 
@@ -172,14 +184,14 @@ function Benchmark:get_name() return self.name end
 function Benchmark:add_axis_(name, kind, values, flags)
   if axes_mod.find(self.axes, name) then error(("axis %s already exists"):format(describe(name)), 3) end
   self.axes[#self.axes + 1] = axes_mod.new(name, kind, values, flags, 3)
-  return self
 end
-function Benchmark:add_int64_axis(name, values) return self:add_axis_(name, "int64", values) end
-function Benchmark:add_int64_power_of_two_axis(name, values) return self:add_axis_(name, "int64", values, "pow2") end
-function Benchmark:add_float64_axis(name, values) return self:add_axis_(name, "float64", values) end
-function Benchmark:add_string_axis(name, values) return self:add_axis_(name, "string", values) end
+-- (No tail calls: an error names the caller's line.)
+function Benchmark:add_int64_axis(name, values) self:add_axis_(name, "int64", values); return self end
+function Benchmark:add_int64_power_of_two_axis(name, values) self:add_axis_(name, "int64", values, "pow2"); return self end
+function Benchmark:add_float64_axis(name, values) self:add_axis_(name, "float64", values); return self end
+function Benchmark:add_string_axis(name, values) self:add_axis_(name, "string", values); return self end
 -- C++ type names, substituted for name in the kernel expressions of state:get_kernel.
-function Benchmark:add_type_axis(name, values) return self:add_axis_(name, "type", values) end
+function Benchmark:add_type_axis(name, values) self:add_axis_(name, "type", values); return self end
 
 -- Walks the named axes together (their values pairwise) instead of their product.
 function Benchmark:zip_axes(names)
@@ -203,32 +215,9 @@ function Benchmark:set_name(name)
   self.name = name
   return self
 end
-function Benchmark:set_min_samples(n) self.min_samples = check_integer("set_min_samples", n, 0); return self end
-function Benchmark:set_timeout(s) self.timeout = setting("set_timeout", "timeout", s); return self end
-function Benchmark:set_skip_time(s) self.skip_time = setting("set_skip_time", "skip_time", s); return self end
-function Benchmark:set_throttle_threshold(f)
-  self.throttle_threshold = setting("set_throttle_threshold", "throttle_threshold", f)
-  return self
-end
-function Benchmark:set_throttle_recovery_delay(s)
-  self.throttle_recovery_delay = setting("set_throttle_recovery_delay", "throttle_recovery_delay", s)
-  return self
-end
-function Benchmark:set_is_cpu_only(v) self.is_cpu_only = check_bool("set_is_cpu_only", v); return self end
-function Benchmark:set_run_once(v) self.run_once = check_bool("set_run_once", v); return self end
-function Benchmark:set_disable_blocking_kernel(v) self.disable_blocking_kernel = check_bool("set_disable_blocking_kernel", v); return self end
-function Benchmark:set_blocking_kernel_timeout(s)
-  self.blocking_kernel_timeout = setting("set_blocking_kernel_timeout", "blocking_kernel_timeout", s)
-  return self
-end
-function Benchmark:set_batch_target_time(s)
-  self.batch_target_time = setting("set_batch_target_time", "batch_target_time", s)
-  return self
-end
-function Benchmark:set_cold_warmup_runs(n) self.cold_warmup_runs = warmup_runs("set_cold_warmup_runs", n); return self end
-function Benchmark:set_cold_max_warmup_walltime(s)
-  self.cold_max_warmup_walltime = setting("set_cold_max_warmup_walltime", "cold_max_warmup_walltime", s)
-  return self
+for key, setting in pairs(SETTINGS) do
+  local method = "set_" .. key
+  Benchmark[method] = function(self, v) self[key] = setting.check(method, v); return self end
 end
 
 -- --- stopping criteria: NVBench's names, whatever cuda.bench.criteria spells them ----
@@ -417,7 +406,8 @@ local STREAM = "cuda.Stream"
 
 -- The device of an open cuda.Stream, or nil and why not.
 local function stream_device(s)
-  if getmetatable(s) ~= debug.getregistry()[STREAM] then
+  local meta = debug.getregistry()[STREAM]   -- nil until cuda is loaded: then nothing is a stream
+  if meta == nil or getmetatable(s) ~= meta then
     return nil, ("a cuda.Stream expected, got %s (cudalua has no __cuda_stream__ protocol)"):format(describe(s))
   end
   local ok, dev = pcall(function() return s.device end)
@@ -497,28 +487,13 @@ function State:is_skipped() return self.skip_reason ~= "" end
 function State:get_skip_reason() return self.skip_reason end
 
 -- Settings a state may change for itself, as NVBench's state setters and getters.
-function State:set_min_samples(n) self.min_samples = check_integer("set_min_samples", n, 0) end
-function State:get_min_samples() return self.min_samples end
-function State:set_timeout(s) self.timeout = setting("set_timeout", "timeout", s) end
-function State:get_timeout() return self.timeout end
-function State:set_throttle_threshold(f) self.throttle_threshold = setting("set_throttle_threshold", "throttle_threshold", f) end
-function State:get_throttle_threshold() return self.throttle_threshold end
-function State:set_run_once(v) self.run_once = check_bool("set_run_once", v) end
-function State:get_run_once() return self.run_once end
-function State:set_disable_blocking_kernel(v) self.disable_blocking_kernel = check_bool("set_disable_blocking_kernel", v) end
-function State:get_disable_blocking_kernel() return self.disable_blocking_kernel end
-function State:set_blocking_kernel_timeout(s)
-  self.blocking_kernel_timeout = setting("set_blocking_kernel_timeout", "blocking_kernel_timeout", s)
+for key, setting in pairs(SETTINGS) do
+  if setting.state then
+    local method = "set_" .. key
+    State[method] = function(self, v) self[key] = setting.check(method, v) end
+    State["get_" .. key] = function(self) return self[key] end
+  end
 end
-function State:get_blocking_kernel_timeout() return self.blocking_kernel_timeout end
-function State:set_cold_warmup_runs(n) self.cold_warmup_runs = warmup_runs("set_cold_warmup_runs", n) end
-function State:get_cold_warmup_runs() return self.cold_warmup_runs end
-function State:set_cold_max_warmup_walltime(s)
-  self.cold_max_warmup_walltime = setting("set_cold_max_warmup_walltime", "cold_max_warmup_walltime", s)
-end
-function State:get_cold_max_warmup_walltime() return self.cold_max_warmup_walltime end
-function State:set_batch_target_time(s) self.batch_target_time = setting("set_batch_target_time", "batch_target_time", s) end
-function State:get_batch_target_time() return self.batch_target_time end
 
 -- The kernel of a name expression with the state's type axes substituted
 -- ("copy<T>" -> "copy<double>"), compiled once per device and expression.
