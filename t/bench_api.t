@@ -169,11 +169,21 @@ t.raises(function() run.plan({twice}, {}, {dev0}) end, "states 1 and 3 are both 
   "names: an iteration space that repeats a state is refused")
 
 -- errors name the caller's line, through every setter
+local copy_kernel_bench = bench.register(copy_kernel)
 for _, call in ipairs{function() bench.register(copy_kernel):add_int64_axis("N", {"x"}) end,
                       function() bench.register(copy_kernel):add_float64_axis("F", {1, 1}) end,
                       function() bench.register(copy_kernel):set_timeout(-1) end,
                       function() bench.register(copy_kernel):set_run_once(1) end,
-                      function() bench.register(copy_kernel):set_min_samples(-1) end} do
+                      function() bench.register(copy_kernel):set_min_samples(-1) end,
+                      function() bench.register(copy_kernel):set_criterion_param_string("max-noise", "x") end,
+                      function() bench.register(copy_kernel):set_criterion_param_int64(5, 1) end,
+                      function() bench.register(copy_kernel):set_criterion_param_string("x", 5) end,
+                      function() bench.register(copy_kernel):set_stopping_criterion("fast") end,
+                      function() harness.new_state(copy_kernel_bench, {}, {}, {}, nil):get_int64_or_default("N", "x") end,
+                      function() harness.new_state(copy_kernel_bench, {}, {}, {}, nil):get_int64("N") end,
+                      function() harness.new_state(copy_kernel_bench, {}, {}, {}, nil):add_global_memory_reads(1, 5) end,
+                      function() harness.new_state(copy_kernel_bench, {}, {}, {}, nil):set_stream(5) end,
+                      function() harness.new_state(copy_kernel_bench, {}, {}, {}, nil):set_timeout(-1) end} do
   local _, why = pcall(call)
   t.like(tostring(why), "^[^:]*bench_api%.t:%d+: ", "errors name the caller's line: " .. tostring(why))
 end

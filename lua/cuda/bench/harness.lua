@@ -113,38 +113,55 @@ local function user_level()
   end
 end
 
+-- The name of the local of the frame at level (counted from the caller's
+-- caller) that holds fn; the tables among the locals go into tables.
+local function local_name(level, fn, tables)
+  for i = 1, math.huge do
+    local name, v = debug.getlocal(level + 1, i)
+    if not name then return nil end
+    if v == fn and not name:find("^%(") then return name end
+    if type(v) == "table" then tables[#tables + 1] = v end
+  end
+end
+
+-- The name of func's upvalue that holds fn, and func's _ENV.
+local function upvalue_name(func, fn, tables)
+  local env = _G
+  for i = 1, math.huge do
+    local name, v = debug.getupvalue(func, i)
+    if not name then return nil, env end
+    if name == "_ENV" and type(v) == "table" then env = v
+    elseif v == fn then return name, env
+    elseif type(v) == "table" then tables[#tables + 1] = v end
+  end
+end
+
+-- A field of one of tables, or of a table in env, that holds fn.
+local function field_name(tables, env, fn)
+  for _, tbl in ipairs(tables) do
+    local field = key_of(tbl, fn)
+    if field then return field end
+  end
+  for _, v in next, env do
+    local field = type(v) == "table" and v ~= env and key_of(v, fn)
+    if field then return field end
+  end
+  return nil
+end
+
 -- NVBench names a benchmark fn.__name__: here the name fn is known by
 -- where it is registered: a local or upvalue of the registering function,
 -- a global, or a field of a table found there; else "file.lua:LINE".
 local function function_name(fn)
   local level = user_level()
-  local tables = {}
   if level then
-    for i = 1, math.huge do
-      local name, v = debug.getlocal(level, i)
-      if not name then break end
-      if v == fn and not name:find("^%(") then return name end
-      if type(v) == "table" then tables[#tables + 1] = v end
-    end
-    local func = debug.getinfo(level, "f").func
-    local env = _G
-    for i = 1, math.huge do
-      local name, v = debug.getupvalue(func, i)
-      if not name then break end
-      if name == "_ENV" and type(v) == "table" then env = v
-      elseif v == fn then return name
-      elseif type(v) == "table" then tables[#tables + 1] = v end
-    end
-    local global = key_of(env, fn)
-    if global then return global end
-    for _, tbl in ipairs(tables) do
-      local field = key_of(tbl, fn)
-      if field then return field end
-    end
-    for _, v in next, env do
-      local field = type(v) == "table" and v ~= env and key_of(v, fn)
-      if field then return field end
-    end
+    local tables = {}
+    local name = local_name(level, fn, tables)
+    if name then return name end
+    local env
+    name, env = upvalue_name(debug.getinfo(level, "f").func, fn, tables)
+    name = name or key_of(env, fn) or field_name(tables, env, fn)
+    if name then return name end
   end
   local info = debug.getinfo(fn, "S")
   if info.what == "C" then return tostring(fn) end
@@ -281,6 +298,7 @@ local function param_type(name)
   return nil
 end
 
+-- (Called, not tail-called, by the methods: level 3 here is their caller.)
 local function set_param(self, method, kind, name, v)
   if type(name) ~= "string" then arg_error(method, 1, "a parameter name (string)", name, 3) end
   local want = param_type(name)
@@ -289,18 +307,21 @@ local function set_param(self, method, kind, name, v)
       name, want, want), 3)
   end
   self.criterion_params[name] = v
-  return self
 end
 function Benchmark:set_criterion_param_float64(name, v)
-  return set_param(self, "set_criterion_param_float64", "float64", name,
-    check_number("set_criterion_param_float64", v, {least = 0, what = "a number >= 0"}, 2))
+  v = check_number("set_criterion_param_float64", v, {least = 0, what = "a number >= 0"}, 2)
+  set_param(self, "set_criterion_param_float64", "float64", name, v)
+  return self
 end
 function Benchmark:set_criterion_param_int64(name, v)
-  return set_param(self, "set_criterion_param_int64", "int64", name, check_integer("set_criterion_param_int64", v, 0, 2))
+  v = check_integer("set_criterion_param_int64", v, 0, 2)
+  set_param(self, "set_criterion_param_int64", "int64", name, v)
+  return self
 end
 function Benchmark:set_criterion_param_string(name, v)
   if type(v) ~= "string" then arg_error("set_criterion_param_string", 2, "a string", v, 2) end
-  return set_param(self, "set_criterion_param_string", "string", name, v)
+  set_param(self, "set_criterion_param_string", "string", name, v)
+  return self
 end
 
 -- --- states -------------------------------------------------------------------------
