@@ -529,7 +529,8 @@ function State:get_kernel(source, expression, opts)
   local types = {}
   for name, kind in pairs(self.kinds) do if kind == "type" then types[name] = self.values[name] end end
   local name = expression:gsub("[%a_][%w_]*", types)
-  local cache = self.bench.kernel_cache
+  local cache = self.bench.kernel_cache or {}
+  self.bench.kernel_cache = cache
   local key = self.device.id .. "\0" .. source .. "\0" .. name
   local k = cache[key]
   if k then return k end
