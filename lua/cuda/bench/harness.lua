@@ -602,12 +602,9 @@ local function measure_gpu(self, fn, opts, cfg)
   end
   local cold = measure.cold(fn, cfg)
   if cold.skipped then self.skip_reason = cold.skipped; return nil end
-  if cold.timed_out then error(cold.timed_out, 0) end
   local m = {cold = cold}
   if opts.batched ~= false and not opts.sync and not opts.timer and not self.run_once then
-    local batch = measure.batch(fn, cfg)
-    if batch.timed_out then error(batch.timed_out, 0) end
-    m.batch = batch
+    m.batch = measure.batch(fn, cfg)
   end
   return m
 end
