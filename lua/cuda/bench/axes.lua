@@ -241,6 +241,17 @@ local function parse_item(kind, text, spec)
   return text
 end
 
+-- The items of text between each sep, trimmed and parsed; an empty one is refused (empty: the message).
+local function split_items(kind, text, sep, empty, spec)
+  local items = {}
+  for item in (text .. sep):gmatch("(.-)" .. sep) do
+    item = item:match("^%s*(.-)%s*$")
+    if item == "" then bad(spec, empty, text) end
+    items[#items + 1] = parse_item(kind, item, spec)
+  end
+  return items
+end
+
 -- The count of start, start + step, ... up to stop (start <= stop, step > 0),
 -- computed in unsigned arithmetic so that ranges near the int64 limits
 -- neither wrap nor overflow; nil when over M.MAX_RANGE_VALUES.
@@ -287,12 +298,7 @@ local function range_values(kind, inner, spec)
   if kind ~= "int64" and kind ~= "float64" then
     bad(spec, "a range [start:stop:step] needs a numeric axis, not a %s axis", kind)
   end
-  local parts = {}
-  for part in (inner .. ":"):gmatch("(.-):") do
-    part = part:match("^%s*(.-)%s*$")
-    if part == "" then bad(spec, "an empty part in the range [%s]", inner) end
-    parts[#parts + 1] = parse_item(kind, part, spec)
-  end
+  local parts = split_items(kind, inner, ":", "an empty part in the range [%s]", spec)
   if #parts ~= 2 and #parts ~= 3 then bad(spec, "a range has 2 or 3 parts ([start:stop] or [start:stop:step]), not %d", #parts) end
   local start, stop, step = parts[1], parts[2], parts[3] or (kind == "int64" and 1 or 1.0)
   if not (step > 0) then bad(spec, "the step of a range must be > 0, got %s", tostring(step)) end
@@ -305,13 +311,7 @@ end
 function M.parse_values(kind, value, spec)
   local inner = value:match("^%[%s*(.-)%s*%]$")
   if inner and not inner:find("]", 1, true) and inner:find(",", 1, true) then
-    local items = {}
-    for item in (inner .. ","):gmatch("(.-),") do
-      item = item:match("^%s*(.-)%s*$")
-      if item == "" then bad(spec, "an empty value in the list [%s]", inner) end
-      items[#items + 1] = parse_item(kind, item, spec)
-    end
-    return items
+    return split_items(kind, inner, ",", "an empty value in the list [%s]", spec)
   elseif inner and not inner:find("]", 1, true) and inner:find(":", 1, true) then
     return range_values(kind, inner, spec)
   end

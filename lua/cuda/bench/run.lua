@@ -1,9 +1,12 @@
 -- cuda.bench.run: runs registered benchmarks, logs progress, and makes NVBench's summaries.
 -- SPDX-License-Identifier: MIT
 --
--- run(benchmarks, opts) walks every benchmark's states on every device,
--- calls fn(state) under pcall (a benchmark that raises is reported and the
--- others still run), and returns the results: a list of
+-- plan(benchmarks, overrides, devices) gives each benchmark (or
+-- configuration {bench, overrides, devices}) its axes, states and devices;
+-- run(plan, opts) walks every state on every device (cpu-only states on
+-- none), calls fn(state) under pcall (a benchmark that raises is reported,
+-- as NVBench's "Fail: Unexpected error: ...", and the others still run),
+-- and returns the results: a list of
 -- {bench, devices, axes, states = {{name, device, axis_values, summaries,
 -- is_skipped, skip_reason, samples}}}. Progress lines go to opts.log
 -- (stderr), in NVBench's words: "Run:  [3/12] copy [Device=0 T=double]",
