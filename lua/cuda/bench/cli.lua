@@ -23,7 +23,7 @@ function M.options(parser)
   parser:flag("-l --list", "List the devices and benchmarks (their axes) without running them.")
   parser:option("-b --benchmark", "Run only this benchmark (name or index from --list); repeatable.")
     :count("*"):argname("NAME")
-  parser:option("-d --devices", "Device ids to run on: all or a list such as 0,1.", "0"):argname("IDS")
+  parser:option("-d --devices", "Device ids to run on: all (as NVBench) or a list such as 0,1.", "all"):argname("IDS")
   parser:option("-a --axis", "Override an axis: 'Name=v', 'Name=[v1,v2]', 'Name=[start:stop:step]', " ..
     "'Bytes[pow2]=[16:28:4]' (exponents); repeatable.")
     :count("*"):argname("SPEC")

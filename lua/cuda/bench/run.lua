@@ -1,9 +1,12 @@
 -- cuda.bench.run: runs registered benchmarks, logs progress, and makes NVBench's summaries.
 -- SPDX-License-Identifier: MIT
 --
--- run(benchmarks, opts) walks every benchmark's states on every device,
--- calls fn(state) under pcall (a benchmark that raises is reported and the
--- others still run), and returns the results: a list of
+-- plan(benchmarks, overrides, devices) gives each benchmark (or
+-- configuration {bench, overrides, devices}) its axes, states and devices;
+-- run(plan, opts) walks every state on every device (cpu-only states on
+-- none), calls fn(state) under pcall (a benchmark that raises is reported,
+-- as NVBench's "Fail: Unexpected error: ...", and the others still run),
+-- and returns the results: a list of
 -- {bench, devices, axes, states = {{name, device, axis_values, summaries,
 -- is_skipped, skip_reason, samples}}}. Progress lines go to opts.log
 -- (stderr), in NVBench's words: "Run:  [3/12] copy [Device=0 T=double]",
@@ -142,31 +145,59 @@ local function count_states(plan)
   return n
 end
 
--- Applies -a overrides to copies of each benchmark's axes; an override
--- that names an axis of no selected benchmark is an error.
-function M.plan(benchmarks, overrides, devices)
-  local plan, used = {}, {}
-  for _, b in ipairs(benchmarks) do
-    local axes = {}
-    for i, axis in ipairs(b.axes) do axes[i] = axis end
-    for _, spec in ipairs(overrides or {}) do
-      local name = spec:match("^%s*([^%[=%s]+)")
-      if name and axes_mod.find(axes, name) then
-        local _, new = axes_mod.parse_override(spec, axes)
-        for i, axis in ipairs(axes) do if axis.name == name then axes[i] = new end end
-        used[spec] = true
-      end
+-- A configuration to plan: a benchmark, or {bench = b, overrides = {specs},
+-- devices = {cuda.Device}} (NVBench's -b: its own -a and -d, after the global ones).
+local function configuration(item)
+  if getmetatable(item) == harness.Benchmark then return {bench = item} end
+  if type(item) == "table" and getmetatable(item.bench) == harness.Benchmark then return item end
+  error(("run.plan: a benchmark or {bench = b, overrides = {...}} expected, got %s"):format(axes_mod.describe(item)), 0)
+end
+
+-- Applies -a specs to axes (a copy of b's), as NVBench's: every spec must
+-- name an axis of the benchmark.
+local function apply_overrides(b, axes, specs)
+  for _, spec in ipairs(specs or {}) do
+    local name = axes_mod.split_override(spec)
+    if not axes_mod.find(axes, name) then
+      local names = {}
+      for _, a in ipairs(axes) do names[#names + 1] = "'" .. a.name .. "'" end
+      error(("axis override '%s': the benchmark '%s' has no axis '%s' (its axes: %s); as NVBench's, -a applies "
+        .. "to every benchmark run: choose them with -b"):format(spec, b.name, name,
+        #names > 0 and table.concat(names, ", ") or "none"), 0)
     end
-    plan[#plan + 1] = {bench = b, axes = axes, states = axes_mod.states(axes, b.zips, b.space),
-      devices = b.is_cpu_only and {devices[1] or false} or devices}
+    local _, new = axes_mod.parse_override(spec, axes)
+    for i, axis in ipairs(axes) do if axis.name == name then axes[i] = new end end
   end
-  for _, spec in ipairs(overrides or {}) do
-    if not used[spec] then
-      local all = {}
-      for _, b in ipairs(benchmarks) do for _, a in ipairs(b.axes) do all[#all + 1] = a end end
-      axes_mod.parse_override(spec, all)   -- raises with the reason (no such axis, bad value)
-      error(("axis override '%s' names no axis of the selected benchmarks"):format(spec), 0)
+end
+
+-- Two states of one benchmark and device never share a name.
+local function check_names(b, axes, states)
+  local seen = {}
+  for i, idx in ipairs(states) do
+    local name = harness.state_name(nil, axes, idx)
+    if seen[name] then
+      error(("benchmark '%s': states %d and %d are both '%s'; each state needs a name of its own"):format(b.name,
+        seen[name], i, name), 0)
     end
+    seen[name] = i
+  end
+end
+
+-- The plan: each configuration's axes (with overrides), states and
+-- devices. overrides: the -a specs for every configuration; devices: the
+-- cuda.Devices GPU benchmarks run on (cpu-only ones run on none).
+function M.plan(benchmarks, overrides, devices)
+  local plan = {}
+  for _, item in ipairs(benchmarks) do
+    local c = configuration(item)
+    local b = c.bench
+    local axes = table.move(b.axes, 1, #b.axes, 1, {})
+    apply_overrides(b, axes, overrides)
+    apply_overrides(b, axes, c.overrides)
+    local states = axes_mod.states(axes, b.zips, b.space)
+    check_names(b, axes, states)
+    plan[#plan + 1] = {bench = b, axes = axes, states = states,
+      devices = b.is_cpu_only and {false} or c.devices or devices or {}}
   end
   return plan
 end
@@ -198,10 +229,111 @@ local function log_pass(log, st)
   end
 end
 
+-- An error object as text; its __tostring may raise or return a non-string.
+function M.error_text(err)
+  if type(err) == "string" then return err end
+  if type(err) == "number" then return tostring(err) end
+  local ok, text = pcall(tostring, err)
+  if ok and type(text) == "string" then return text end
+  return ("(error object is a %s value)"):format(type(err))
+end
+
+local STOPPED = "Skipped because a previous state requested the runner loop to stop."
+
+-- Ctrl-C raises "interrupted!" (cudalua, as lua(1)): NVBench's
+-- KeyboardInterrupt, which stops the runner loop.
+local function is_interrupt(text) return text:find("interrupted!$") ~= nil end
+
+-- Lets go of a state's stream after an error: the blocker may hold it.
+local function unblock(st)
+  if not st.device then return end
+  measure.release(st.device)
+  local s = rawget(st, "stream_set") or rawget(st, "stream_own")
+  if s then pcall(s.sync, s) end
+end
+
+local function fail(ctx, rec, st, text)
+  ctx.failures = ctx.failures + 1
+  rec.error = text
+  rec.is_skipped, rec.skip_reason = true, "Unexpected error: " .. text
+  ctx.log(("Fail: Unexpected error: %s\n"):format(text))
+  unblock(st)
+end
+
+local function record_samples(rec, st)
+  if st.cold and st.cold.n > 0 then rec.samples, rec.n_samples = st.cold.gpu, st.cold.n
+  elseif st.cpu_only then rec.samples, rec.n_samples = st.cpu_only.cpu, st.cpu_only.n end
+end
+
+-- Runs one state: fn(state) under pcall, its log lines, its record.
+local function run_state(ctx, p, idx, dev, peak)
+  local b = p.bench
+  ctx.done = ctx.done + 1
+  local st = harness.new_state(b, p.axes, idx, ctx.runner, dev or nil)
+  ctx.log(("Run:  [%d/%d] %s\n"):format(ctx.done, ctx.total, st:get_short_description()))
+  local ok, err = true, nil
+  if ctx.stopped then st:skip(STOPPED) else ok, err = pcall(b.fn, st) end
+  local rec = {name = st.name, device = dev and dev.id or nil, index = idx, axes = p.axes,
+    min_samples = st.min_samples, timeout = st.timeout, state = st}
+  if not ok then
+    local text = M.error_text(err)
+    ctx.stopped = ctx.stopped or is_interrupt(text)
+    if st:is_skipped() then   -- NVBench: a state skipped before it raised is reported as skipped
+      ok = true
+      unblock(st)
+    else
+      fail(ctx, rec, st, text)
+    end
+  end
+  if ok and st:is_skipped() then
+    rec.is_skipped, rec.skip_reason = true, st.skip_reason
+    ctx.log(("Skip: %s\n"):format(st.skip_reason))
+  elseif ok then
+    for _, m in ipairs(st.measurements) do   -- a Pass line per exec, each of its own measurement
+      log_pass(ctx.log, setmetatable({cold = m.cold, batch = m.batch, cpu_only = m.cpu_only}, {__index = function(_, k)
+        if k ~= "cold" and k ~= "batch" and k ~= "cpu_only" then return st[k] end
+      end}))
+    end
+  end
+  local made, summaries = pcall(M.summaries, st, peak)
+  if made then rec.summaries = summaries
+  else
+    rec.summaries = {}
+    if not rec.error then fail(ctx, rec, st, "the state's summaries: " .. M.error_text(summaries)) end
+  end
+  record_samples(rec, st)
+  harness.close_state(st)
+  return rec
+end
+
+local function run_plan(plan, ctx)
+  local results = {}
+  for bi, p in ipairs(plan) do
+    local b = p.bench
+    b.kernel_cache = b.kernel_cache or {}
+    local out = {name = b.name, index = bi - 1, bench = b, axes = p.axes, devices = {}, states = {},
+      min_samples = b.min_samples, timeout = b.timeout}
+    for _, dev in ipairs(p.devices) do
+      if dev then out.devices[#out.devices + 1] = dev.id end
+      local got, peak = true, 0
+      if dev then got, peak = pcall(M.peak_bandwidth, dev) end
+      for _, idx in ipairs(p.states) do
+        out.states[#out.states + 1] = run_state(ctx, p, idx, dev, got and peak or 0)
+      end
+    end
+    results[#results + 1] = out
+  end
+  return results
+end
+
 -- Runs the plan. opts: log (function(text), default stderr), clock,
 -- clock_source(dev, stream) (default NVML or probe; false: no throttle
--- watch), l2_bytes, l2_flush (multiple of the L2 size flushed, default 2), sleep, and the run-wide overrides min_samples,
--- timeout, criterion, criterion_params, throttle_threshold, run_once.
+-- watch), l2_bytes, l2_flush (multiple of the L2 size flushed, default 2),
+-- sleep, and the run-wide overrides min_samples, timeout, criterion,
+-- criterion_params, throttle_threshold, run_once, no_blocking. A state
+-- that raises fails ("Fail: Unexpected error: ...") and the others still
+-- run; Ctrl-C skips the states after it, as NVBench's KeyboardInterrupt.
+-- Returns the results and the count of failed states.
 function M.run(plan, opts)
   opts = opts or {}
   local cuda = require "cuda"
@@ -211,50 +343,14 @@ function M.run(plan, opts)
     clock_source = opts.clock_source == nil and M.default_clock_source or opts.clock_source or nil,
     min_samples = opts.min_samples, timeout = opts.timeout, criterion = opts.criterion,
     criterion_params = opts.criterion_params, throttle_threshold = opts.throttle_threshold,
-    run_once = opts.run_once, no_blocking = opts.no_blocking,
+    run_once = opts.run_once, no_blocking = opts.no_blocking, log = log,
   }
-  local total, done, failures = count_states(plan), 0, 0
-  local results = {}
-  for bi, p in ipairs(plan) do
-    local b = p.bench
-    b.kernel_cache = b.kernel_cache or {}
-    local out = {name = b.name, index = bi - 1, bench = b, axes = p.axes, devices = {}, states = {},
-      min_samples = b.min_samples, timeout = b.timeout}
-    for _, dev in ipairs(p.devices) do
-      if dev then out.devices[#out.devices + 1] = dev.id end
-      local stream <close> = dev and dev:create_stream() or nil
-      local peak = dev and M.peak_bandwidth(dev) or 0
-      for _, idx in ipairs(p.states) do
-        done = done + 1
-        local st = harness.new_state(b, p.axes, idx, runner, dev or nil, stream)
-        log(("Run:  [%d/%d] %s [%s]\n"):format(done, total, b.name, st.name))
-        local ok, err = pcall(b.fn, st)
-        if ok and not st.executed and not st.skip_reason then
-          ok, err = false, "the benchmark function did not call state:exec"
-        end
-        local rec = {name = st.name, device = dev and dev.id or nil, index = idx, axes = p.axes,
-          min_samples = st.min_samples, timeout = st.timeout, state = st}
-        if not ok then
-          failures = failures + 1
-          rec.error = tostring(err)
-          rec.is_skipped, rec.skip_reason = true, "error: " .. tostring(err)
-          log(("Fail: %s\n"):format(tostring(err)))
-          if stream then measure.release(dev); pcall(stream.sync, stream) end
-        elseif st.skip_reason then
-          rec.is_skipped, rec.skip_reason = true, st.skip_reason
-          log(("Skip: %s\n"):format(st.skip_reason))
-        else
-          log_pass(log, st)
-        end
-        rec.summaries = rec.error and {} or M.summaries(st, peak)
-        if st.cold and st.cold.n > 0 then rec.samples, rec.n_samples = st.cold.gpu, st.cold.n
-        elseif st.cpu_only then rec.samples, rec.n_samples = st.cpu_only.cpu, st.cpu_only.n end
-        out.states[#out.states + 1] = rec
-      end
-    end
-    results[#results + 1] = out
-  end
-  return results, failures
+  local ctx = {log = log, runner = runner, total = count_states(plan), done = 0, failures = 0, stopped = false}
+  harness.running = true
+  local ok, results = pcall(run_plan, plan, ctx)
+  harness.running = false
+  if not ok then error(results, 0) end
+  return results, ctx.failures
 end
 
 return M
