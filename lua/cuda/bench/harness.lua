@@ -299,7 +299,7 @@ function State:exec(fn, opts)
   self.cold = measure.cold(fn, cfg)
   if self.cold.skipped then self.skip_reason = self.cold.skipped; return end
   if self.cold.timed_out then error(self.cold.timed_out, 0) end
-  if opts.batched ~= false and not opts.sync and not opts.timer and not self.run_once then
+  if opts.batched ~= false and not opts.sync and not opts.timer and not self.run_once and not self.bench.skip_batched then
     self.batch = measure.batch(fn, cfg)
     if self.batch.timed_out then error(self.batch.timed_out, 0) end
   end
