@@ -46,23 +46,44 @@ local function describe(label, path, doc)
     tostring(device), tostring(env.time_utc)))
 end
 
+-- Each file as JSON, or an error naming it and why (missing, unreadable,
+-- empty, truncated or not JSON).
+local function decode(path)
+  local f, why = io.open(path)
+  if not f then
+    io.stderr:write("compare: ", why or (path .. ": cannot be read"), "\n")
+    os.exit(1)
+  end
+  local text = f:read("a") or ""
+  f:close()
+  if text:match("^%s*$") then
+    io.stderr:write(("compare: %s: the file is empty\n"):format(path))
+    os.exit(1)
+  end
+  local ok, doc = pcall(require("cuda.json").decode, text)
+  if not ok then
+    io.stderr:write(("compare: %s: not JSON (%s)\n"):format(path, (tostring(doc):gsub("^.-:%d+: ", ""))))
+    os.exit(1)
+  end
+  return doc
+end
+
 -- NVBench JSON (cudalua bench --json, or NVBench's own): state by state, with verdicts.
 do
-  local json = require "cuda.json"
   local nvcompare = require "cuda.bench.compare"
-  local function decode(path)
-    local f = io.open(path)
-    if not f then return nil end
-    local text = f:read("a")
-    f:close()
-    local ok, doc = pcall(json.decode, text)
-    return ok and doc or nil
-  end
   local da, db = decode(args.a), decode(args.b)
   if nvcompare.is_nvbench(da) or nvcompare.is_nvbench(db) then
-    if not (nvcompare.is_nvbench(da) and nvcompare.is_nvbench(db)) then
-      io.stderr:write("compare: one file is NVBench JSON and the other is not: compare like with like\n")
-      os.exit(1)
+    for _, f in ipairs{{args.a, da}, {args.b, db}} do
+      if not nvcompare.is_nvbench(f[2]) then
+        io.stderr:write(("compare: %s is not NVBench JSON (no \"benchmarks\" list) while %s is: compare like with like\n")
+          :format(f[1], f[1] == args.a and args.b or args.a))
+        os.exit(1)
+      end
+      local ok, why = nvcompare.check(f[2])
+      if not ok then
+        io.stderr:write(("compare: %s: not NVBench JSON as it should be: %s\n"):format(f[1], why))
+        os.exit(1)
+      end
     end
     print(("Ref: %s\nCmp: %s"):format(args.a, args.b))
     local text = nvcompare.markdown(nvcompare.compare(da, db))

@@ -14,7 +14,7 @@ local dir = t.tmpdir()
 local src = os.getenv("CUDALUA_SRCDIR") or "."
 local path = dir .. "/out.json"
 local rc, _, err = t.run(("cd '%s' && %s %s bench '%s/scripts/bench_example.lua' --timeout 0.05 -q " ..
-  "-a 'Bytes[pow2]=[16:20:4]' -a 'Duration_us=[10]' --json '%s'"):format(dir,
+  "-b copy -a 'Bytes[pow2]=[16:20:4]' -b sleep -a 'Duration_us=[10]' -b cpu --jsonbin '%s'"):format(dir,
   fake.env("CUDALUA_BENCH_L2_BYTES=65536"), t.cudalua(), src, path))
 t.is(rc, 0, "cudalua bench writes the JSON" .. err)
 t.write_file(dir .. "/read.py", [[

@@ -135,6 +135,7 @@ local function emit(out, v, depth)
   elseif kind == "boolean" then out[#out + 1] = tostring(v)
   elseif kind == "number" then out[#out + 1] = math.type(v) == "integer" and ("%d"):format(v) or json_float(v)
   elseif kind == "string" then out[#out + 1] = json_string(v)
+  elseif kind ~= "table" then error(("output.encode: cannot encode a %s"):format(kind), 0)
   else
     local pad, inner = ("  "):rep(depth), ("  "):rep(depth + 1)
     local is_obj = getmetatable(v) == Object
@@ -197,10 +198,11 @@ function M.device_json(dev)
     "shared_memory_per_block", int(p.max_shared_memory_per_block), "ecc_state", (p.ecc_enabled or 0) ~= 0)
 end
 
+-- Always a list: BenchmarkResult iterates it (NVBench always has a device).
 local function devices_json(devices)
   local list = {}
   for _, dev in ipairs(devices or {}) do list[#list + 1] = M.device_json(dev) end
-  return list_or_null(list)
+  return arr(list)
 end
 
 -- --jsonlist-devices: {"devices": [...]}.
@@ -294,7 +296,7 @@ local function benchmark_json(res, index)
     "cold_warmup_runs", b.cold_warmup_runs, "cold_max_warmup_walltime", float(b.cold_max_warmup_walltime),
     "batch_target_time", float(b.batch_target_time), "skip_time", float(b.skip_time),
     "timeout", float(b.timeout or res.timeout), "devices", arr(table.move(res.devices or {}, 1, #(res.devices or {}), 1, {})),
-    "axes", axes_json(res.axes), "states", list_or_null(states))
+    "axes", axes_json(res.axes), "states", arr(states))
 end
 
 -- NVBench's version block. cudalua is not NVBench: "nvbench" says which
@@ -316,7 +318,7 @@ function M.json(results, devices, argv)
   local argv_list = {}
   for i, a in ipairs(argv or {}) do argv_list[i] = tostring(a) end
   return M.encode(obj("meta", obj("argv", list_or_null(argv_list), "version", version_json()),
-    "devices", devices_json(devices), "benchmarks", list_or_null(benches)))
+    "devices", devices_json(devices), "benchmarks", arr(benches)))
 end
 
 -- --jsonlist-benches: each benchmark's name, index and axes.

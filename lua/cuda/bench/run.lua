@@ -40,7 +40,10 @@ end
 
 local HIDDEN = "Hidden by default."
 
+-- Adds a summary; one without a value is left out (NVBench writes only
+-- what it measured).
 local function add(list, tag, name, hint, t, value, description, hide)
+  if value == nil then return end
   list[#list + 1] = {tag = tag, name = name, hint = hint, type = t, value = value,
     description = description, hide = hide}
 end
@@ -186,9 +189,11 @@ function M.summaries(st, peak)
   for _, s in ipairs(st.user_summaries or {}) do
     if s.before_exec then list[#list + 1] = s else later[#later + 1] = s end
   end
-  if st.cpu_only then
+  -- a state skipped by its skip_time has no measurement (NVBench skips it
+  -- before the summaries are made)
+  if st.cpu_only and not st.cpu_only.skipped then
     cpu_only_summaries(list, st)
-  elseif st.cold then
+  elseif st.cold and not st.cold.skipped then
     cold_summaries(list, st, peak)
     if st.batch and st.batch.n > 0 then batch_summaries(list, st.batch) end
   end
