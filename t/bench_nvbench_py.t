@@ -38,5 +38,14 @@ t.like(out, "benches 3", "three benchmarks")
 t.like(out, "copy | T=uint32_t Bytes%[pow2%]=20 | True | True | True", "a copy state: axes, mean, samples, bandwidth")
 t.like(out, "sleep | Duration_us=10 | True | True | False", "a sleep state")
 t.like(out, "cpu | Iterations=1000 | True", "a cpu-only state")
+-- nvbench_compare.py (where tabulate is importable too): a file with itself
+if t.run(py .. " -c 'import tabulate' 2>/dev/null") == 0 then
+  rc, out, err = t.run(("cd '%s' && %s -m cuda.bench.scripts.nvbench_compare --no-color '%s' '%s'"):format(dir, py, path, path))
+  t.is(rc, 0, "nvbench_compare.py reads it" .. err)
+  t.like(out, "Failure %(diff > min_noise%):  0", "nvbench_compare.py: the file against itself, no failure")
+  t.like(out, "## %[0%] ", "nvbench_compare.py: a table per device")
+else
+  t.skip("python3 cannot import tabulate (nvbench_compare.py's)", 3)
+end
 os.execute("rm -rf '" .. dir .. "'")
 t.done()

@@ -337,6 +337,14 @@ code, out, err = t.run(("cd '%s' && %s compare self.json self.json"):format(dir,
 t.ok(code == 0 and out:find("4 states: 0 faster, 0 slower, 4 same, 0 undecided", 1, true) or
   out:find("4 states: 0 faster, 0 slower, %d same, %d undecided"), "compare: a file with itself is the same" .. err)
 t.ok(out:find("SAME", 1, true) and not out:find("SLOWER", 1, true) and not out:find("FASTER", 1, true), "compare: no state faster or slower than itself")
+code, out = t.run(("cd '%s' && %s compare self.json self.json -b c -a 'N=[20]'"):format(dir, cudalua))
+t.ok(code == 0 and out:find("\n1 states: ", 1, true) and out:find("N=20", 1, true) and not out:find("## f", 1, true),
+  "compare -b c -a N=[20]: nvbench_compare.py's filters")
+code, out = t.run(("cd '%s' && %s compare self.json self.json --threshold-diff 0.5"):format(dir, cudalua))
+t.ok(code == 0 and not out:find("| Ref Time |", 1, true) and out:find("4 states: ", 1, true),
+  "compare --threshold-diff: rows below it counted, not shown")
+code, out, err = t.run(("cd '%s' && %s compare self.json self.json --plot"):format(dir, cudalua))
+t.ok(code == 2 and err:find("nvbench_compare.py", 1, true), "compare --plot: refused with a sentence")
 t.write_file(dir .. "/empty.json", "")
 t.write_file(dir .. "/cut.json", (t.read_file(dir .. "/self.json") or ""):sub(1, 200))
 t.write_file(dir .. "/noname.json", '{"benchmarks": [{"states": []}]}')

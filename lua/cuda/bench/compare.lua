@@ -141,9 +141,55 @@ local function states_by_key(bench)
   return by
 end
 
--- Rows {bench, state, ref_time, ref_noise, cmp_time, cmp_noise, frac, verdict}
--- of the states both files have (M.check them first).
-function M.compare(ref, cmp)
+-- An axis filter as nvbench_compare.py's -a takes it: "NAME=VALUE",
+-- "NAME=[V1,V2]" or "NAME[pow2]=E" (exponents); nil, why.
+function M.axis_filter(text)
+  local name, value = tostring(text):match("^%s*(.-)%s*=%s*(.-)%s*$")
+  if not name or name == "" or value == "" then return nil, ("axis filter must be NAME=VALUE: %s"):format(text) end
+  local values = {}
+  local inner = value:match("^%[(.*)%]$")
+  if inner then
+    for item in (inner .. ","):gmatch("(.-),") do
+      item = item:match("^%s*(.-)%s*$")
+      if item ~= "" then values[#values + 1] = item end
+    end
+  else
+    values[1] = value
+  end
+  local base = name:match("^(.-)%s*%[pow2%]$")
+  if base then
+    if base == "" then return nil, ("axis filter missing name before [pow2]: %s"):format(text) end
+    for i, v in ipairs(values) do
+      local e = math.tointeger(tonumber(v))
+      if not e or e < 0 or e > 62 then return nil, ("axis filter [pow2] value must be an integer: %s"):format(text) end
+      values[i] = tostring(1 << e)
+    end
+    name = base
+  end
+  if #values == 0 then return nil, ("axis filter must specify at least one value: %s"):format(text) end
+  local set = {}
+  for _, v in ipairs(values) do set[v] = true end
+  return {name = name, values = set}
+end
+
+local function matches(state, filters)
+  for _, f in ipairs(filters or {}) do
+    local hit = false
+    for _, av in ipairs(items(state.axis_values)) do
+      if av.name == f.name and av.value ~= nil and f.values[tostring(av.value)] then hit = true end
+    end
+    if not hit then return false end
+  end
+  return true
+end
+
+-- Rows {bench, state, ref_time, ref_noise, cmp_time, cmp_noise, frac,
+-- verdict, hidden} of the states both files have (M.check them first).
+-- opts, as nvbench_compare.py's: benchmarks (a set of names), axes (a list
+-- of M.axis_filter), threshold (rows whose |difference| is below this
+-- fraction are counted but hidden).
+function M.compare(ref, cmp, opts)
+  opts = opts or {}
   local rows, ref_benches = {}, {}
   for _, b in ipairs(ref.benchmarks) do
     ref_benches[b.name] = ref_benches[b.name] or {}
@@ -153,7 +199,7 @@ function M.compare(ref, cmp)
   for _, cb in ipairs(cmp.benchmarks) do
     seen[cb.name] = (seen[cb.name] or 0) + 1
     local rb = (ref_benches[cb.name] or {})[seen[cb.name]]
-    if rb then
+    if rb and (not opts.benchmarks or opts.benchmarks[cb.name]) then
       local ref_states = states_by_key(rb)
       for _, cs in ipairs(items(cb.states)) do
         local list = ref_states[M.state_key(cs)]
@@ -161,10 +207,11 @@ function M.compare(ref, cmp)
         local rt, rn
         if rs then rt, rn = figure(rs) end
         local ct, cn = figure(cs)
-        if rt and ct then
+        if rt and ct and matches(cs, opts.axes) then
           local verdict, frac = M.verdict(rt, rn, ct, cn)
           rows[#rows + 1] = {bench = cb.name, state = tostring(cs.name or rs.name or ""), ref_time = rt,
-            ref_noise = rn, cmp_time = ct, cmp_noise = cn, frac = frac, verdict = verdict}
+            ref_noise = rn, cmp_time = ct, cmp_noise = cn, frac = frac, verdict = verdict,
+            hidden = opts.threshold ~= nil and not (frac and math.abs(frac) >= opts.threshold)}
         end
       end
     end
@@ -179,23 +226,29 @@ local function duration(x)
   return require("cuda.bench.run").format_duration(x)
 end
 
--- The rows as markdown, one table per benchmark, and a count of each verdict.
+local function row_line(r)
+  local diff = r.frac and ((r.cmp_time >= r.ref_time and "" or "-") .. duration(math.abs(r.cmp_time - r.ref_time))) or "-"
+  return ("| %s | %s | %s | %s | %s | %s | %s | %s |"):format(r.state, duration(r.ref_time), pct(r.ref_noise),
+    duration(r.cmp_time), pct(r.cmp_noise), diff, r.frac and ("%.2f%%"):format(r.frac * 100) or "-", r.verdict:upper())
+end
+
+-- The rows as markdown, one table per benchmark (hidden rows counted, not
+-- shown), and a count of each verdict.
 function M.markdown(rows)
   local lines, counts, current = {}, {faster = 0, slower = 0, same = 0, undecided = 0}, nil
   for _, r in ipairs(rows) do
-    if r.bench ~= current then
-      current = r.bench
-      lines[#lines + 1] = ""
-      lines[#lines + 1] = "# " .. r.bench
-      lines[#lines + 1] = ""
-      lines[#lines + 1] = "| State | Ref Time | Ref Noise | Cmp Time | Cmp Noise | Diff | %Diff | Status |"
-      lines[#lines + 1] = "|---|---:|---:|---:|---:|---:|---:|:---:|"
-    end
     counts[r.verdict] = counts[r.verdict] + 1
-    local diff = r.frac and ((r.cmp_time >= r.ref_time and "" or "-") .. duration(math.abs(r.cmp_time - r.ref_time))) or "-"
-    lines[#lines + 1] = ("| %s | %s | %s | %s | %s | %s | %s | %s |"):format(r.state, duration(r.ref_time),
-      pct(r.ref_noise), duration(r.cmp_time), pct(r.cmp_noise), diff,
-      r.frac and ("%.2f%%"):format(r.frac * 100) or "-", r.verdict:upper())
+    if not r.hidden then
+      if r.bench ~= current then
+        current = r.bench
+        lines[#lines + 1] = ""
+        lines[#lines + 1] = "# " .. r.bench
+        lines[#lines + 1] = ""
+        lines[#lines + 1] = "| State | Ref Time | Ref Noise | Cmp Time | Cmp Noise | Diff | %Diff | Status |"
+        lines[#lines + 1] = "|---|---:|---:|---:|---:|---:|---:|:---:|"
+      end
+      lines[#lines + 1] = row_line(r)
+    end
   end
   lines[#lines + 1] = ""
   lines[#lines + 1] = ("%d states: %d faster, %d slower, %d same, %d undecided"):format(#rows, counts.faster,
