@@ -617,6 +617,28 @@ row("bench state: add_element_count negative", "local h = require('cuda.bench.ha
     "h.new_state(b, {}, {}, {}, nil, nil):add_element_count(-1)", "integer >= 0 expected")
 row("bench state: skip without a reason", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):skip()", "a reason string expected")
+-- cudalua bench's command line, printers and compare (cuda.bench.cli, output, compare)
+local BCLI = "local c = require('cuda.bench.cli'); local b = " .. BR .. "; "
+row("bench --devices: all,0", "assert(require('cuda.bench.cli').device_ids('all,0', 2))", "'all' is not a device id")
+row("bench --devices: a zero stride", "assert(require('cuda.bench.cli').device_ids('[0:1:0]', 2))", "not a stride")
+row("bench --devices: no such device", "assert(require('cuda.bench.cli').device_ids('[0,7]', 2))", "no device 7 %(2 found%)")
+row("bench --timeout: a word", BCLI .. "c.configurations({{target = 'timeout', value = 'soon'}}, {b}, 0)",
+    "%-%-timeout soon: 'soon' is not a number")
+row("bench --batch-target-time: inf", BCLI .. "c.configurations({{target = 'batch_target_time', value = 'inf'}}, {b}, 0)",
+    "not finite and positive")
+row("bench --max-angle with stdrel", BCLI .. "c.configurations({{target = 'max_angle', value = '1'}}, {b}, 0)",
+    "not valid for the active stopping criterion 'stdrel'")
+row("bench -b: no such benchmark", BCLI .. "c.configurations({{target = 'benchmark', value = 'x'}}, {b}, 0)",
+    "%-b x: no such benchmark")
+row("bench output: encode a function", "require('cuda.bench.output').encode({print})", "cannot encode a function")
+row("bench output: encode a table with keys", "require('cuda.bench.output').encode({a = coroutine.create(print)})",
+    "neither a list nor an output.object")
+row("bench compare: a benchmark without a name", "assert(require('cuda.bench.compare').check({benchmarks = {{}}}))",
+    "benchmarks%[1%] has no name")
+row("bench compare: benchmarks not a list", "assert(require('cuda.bench.compare').check({benchmarks = {x = 1}}))",
+    "is not a list")
+row("bench compare: an axis filter without =", "assert(require('cuda.bench.compare').axis_filter('N'))",
+    "must be NAME=VALUE")
 -- GraphDefinition (s:end_capture{instantiate = false})
 local DEF = "f.s:begin_capture(); local d = f.s:end_capture{instantiate = false}; "
 drow("end_capture: instantiate = 1", "f.s:end_capture{instantiate = 1}", "field 'instantiate' must be a boolean")

@@ -140,6 +140,13 @@ local function emit(out, v, depth)
     local pad, inner = ("  "):rep(depth), ("  "):rep(depth + 1)
     local is_obj = getmetatable(v) == Object
     local n = is_obj and #v.keys or #v
+    if not is_obj then
+      for k in pairs(v) do
+        if k ~= ARRAY and not (math.type(k) == "integer" and k >= 1 and k <= n) then
+          error("output.encode: a table that is neither a list nor an output.object", 0)
+        end
+      end
+    end
     if n == 0 then out[#out + 1] = is_obj and "{}" or "[]"; return end
     out[#out + 1] = is_obj and "{\n" or "[\n"
     for i = 1, n do
