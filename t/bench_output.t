@@ -411,6 +411,15 @@ t.like(out, "^%{\n  \"meta\": %{\n", "--json stdout: the JSON alone on stdout (n
 code, out = gbench(example, "--timeout 0.05 -b sleep -a 'Duration_us=[10]' --json plain.json -q")
 t.ok(code == 0 and not io.open(dir .. "/plain.json-bin"), "--json FILE: no sample files")
 
+-- a cpu-only benchmark beside a GPU: no device in its JSON, CSV or table heading
+code, out = gbench(example, "--timeout 0.05 -b cpu -a 'Iterations=[3]' --json cpu.json --csv cpu.csv")
+local cdoc = json.decode(t.read_file(dir .. "/cpu.json") or "{}")
+local cb = cdoc.benchmarks and cdoc.benchmarks[1] or {}
+t.ok(code == 0 and cb.devices and #cb.devices == 0 and cb.states[1].device == json.null and #cdoc.devices == 1,
+  "cpu-only beside a GPU: devices [], the state's device null, the GPU still listed")
+t.like(t.read_file(dir .. "/cpu.csv") or "", "\ncpu,,,3,No,", "cpu-only beside a GPU: no device in the CSV")
+t.like(out, "\n## cpu\n\n| Iterations |", "cpu-only beside a GPU: no device heading in the table")
+
 -- skip_time skips every state: the JSON, CSV and markdown still come
 t.write_file(dir .. "/skip.lua", [[
 local bench = require "cuda.bench"

@@ -302,7 +302,8 @@ local function benchmark_json(res, index)
   return obj("name", res.name, "index", index, "min_samples", b.min_samples or res.min_samples,
     "cold_warmup_runs", b.cold_warmup_runs, "cold_max_warmup_walltime", float(b.cold_max_warmup_walltime),
     "batch_target_time", float(b.batch_target_time), "skip_time", float(b.skip_time),
-    "timeout", float(b.timeout or res.timeout), "devices", arr(table.move(res.devices or {}, 1, #(res.devices or {}), 1, {})),
+    "timeout", float(b.timeout or res.timeout),
+    "devices", arr(b.is_cpu_only and {} or table.move(res.devices or {}, 1, #(res.devices or {}), 1, {})),
     "axes", axes_json(res.axes), "states", arr(states))
 end
 
