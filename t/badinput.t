@@ -621,6 +621,8 @@ row("bench state: skip without a reason", "local h = require('cuda.bench.harness
 local BCLI = "local c = require('cuda.bench.cli'); local b = " .. BR .. "; "
 row("bench --devices: all,0", "assert(require('cuda.bench.cli').device_ids('all,0', 2))", "'all' is not a device id")
 row("bench --devices: a zero stride", "assert(require('cuda.bench.cli').device_ids('[0:1:0]', 2))", "not a stride")
+row("bench --devices: a range past the devices", "assert(require('cuda.bench.cli').device_ids('[0:1000000000]', 2))",
+    "no device 1000000000 %(2 found%)")
 row("bench --devices: no such device", "assert(require('cuda.bench.cli').device_ids('[0,7]', 2))", "no device 7 %(2 found%)")
 row("bench --timeout: a word", BCLI .. "c.configurations({{target = 'timeout', value = 'soon'}}, {b}, 0)",
     "%-%-timeout soon: 'soon' is not a number")

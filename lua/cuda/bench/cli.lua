@@ -198,6 +198,9 @@ end
 
 -- --- devices ------------------------------------------------------------------------------
 
+-- The largest id a range may reach where no device is known.
+local MAX_DEVICE_ID = 1023
+
 -- "all", "1", "0,1", "[0,1]", "[0:2]" or "[0:4:2]" -> a list of ids; nil, why.
 function M.device_ids(text, count)
   if text == "all" then
@@ -222,6 +225,8 @@ function M.device_ids(text, count)
     if not last then return nil, why2 end
     local step = c ~= "" and math.tointeger(tonumber(c)) or 1
     if not step or step < 1 then return nil, ("'%s' is not a stride (an integer >= 1)"):format(c) end
+    local limit = count > 0 and count - 1 or MAX_DEVICE_ID
+    if last > limit then return nil, ("no device %d (%d found)"):format(last, count) end
     for i = first, last, step do ids[#ids + 1] = i end
   else
     for item in (inner .. ","):gmatch("(.-),") do
@@ -244,7 +249,7 @@ end
 local function clone(b)
   local copy = {}
   for k, v in pairs(b) do copy[k] = v end
-  for _, key in ipairs{"criterion_params", "axes", "zips"} do
+  for _, key in ipairs{"axes", "zips"} do
     if type(b[key]) == "table" then copy[key] = table.move(b[key], 1, #b[key], 1, {}) end
   end
   if type(b.criterion_params) == "table" then
@@ -297,25 +302,15 @@ local SETTER = {
   batch_target_time = "set_batch_target_time", timeout = "set_timeout", min_samples = "set_min_samples",
 }
 
--- Applies one setting to a configuration; raises a message naming it.
-local function apply(conf, ev, device_count)
-  local o, b = by_target[ev.target], conf.bench
-  local v = ev.value
-  local function fail(why) error(("%s %s: %s"):format(o.long, tostring(ev.value), why), 0) end
-  if VALUE_OF[ev.target] then
-    local why
-    v, why = VALUE_OF[ev.target](ev.value)
-    if v == nil then fail(why) end
-  end
-  local t = ev.target
-  if SETTER[t] then
-    local ok, why = pcall(b[SETTER[t]], b, v)
-    if not ok then fail(tostring(why):gsub("^[^:]*:%d+: ", "")) end
+-- Sets what option t says, with its value v, on a configuration and its
+-- benchmark copy b; returns nil, why when the value does not fit.
+local function set(conf, b, t, v, device_count)
+  if SETTER[t] then b[SETTER[t]](b, v)
   elseif t == "throttle_threshold" then b:set_throttle_threshold(v / 100)
   elseif t == "axis" then conf.axes[#conf.axes + 1] = v
   elseif t == "devices" then
     local ids, why = M.device_ids(v, device_count)
-    if not ids then fail(why) end
+    if not ids then return nil, why end
     conf.device_ids = ids
   elseif t == "profile" then b:set_run_once(true); b:set_disable_blocking_kernel(true)
   elseif t == "run_once" then b:set_run_once(true)
@@ -324,17 +319,30 @@ local function apply(conf, ev, device_count)
     if b.set_skip_batched then b:set_skip_batched(true) else b.skip_batched = true end
   elseif t == "stopping_criterion" then
     local crit = criterion_named(v)
-    if not crit then fail(("unknown stopping criterion (known: stdrel, entropy, sample-count)")) end
+    if not crit then return nil, "unknown stopping criterion (known: stdrel, entropy, sample-count)" end
     b:set_stopping_criterion(crit)
   elseif CRITERION_OPTIONS[t] then
     local crit = b.criterion or "stdrel"
     local key = criterion_param(crit, t)
-    if not key then
-      fail(("not valid for the active stopping criterion '%s' (it accepts %s)"):format(crit, accepted(crit)))
-    end
+    if not key then return nil, ("not valid for the active stopping criterion '%s' (it accepts %s)"):format(crit, accepted(crit)) end
     if t == "max_noise" then v = v / 100 end
     if math.type(v) == "integer" then b:set_criterion_param_int64(key, v) else b:set_criterion_param_float64(key, v) end
   end
+  return true
+end
+
+-- Applies one setting to a configuration; raises a message naming the
+-- option and its value ("--timeout soon: 'soon' is not a number").
+local function apply(conf, ev, device_count)
+  local function fail(why) error(("%s %s: %s"):format(by_target[ev.target].long, tostring(ev.value), why), 0) end
+  local v, why = ev.value, nil
+  if VALUE_OF[ev.target] then
+    v, why = VALUE_OF[ev.target](ev.value)
+    if v == nil then fail(why) end
+  end
+  local ok, done, why2 = pcall(set, conf, conf.bench, ev.target, v, device_count)
+  if not ok then fail((tostring(done):gsub("^[^:]*:%d+: ", ""))) end
+  if not done then fail(why2) end
 end
 
 -- The configurations the options ask for: {bench (a copy), axes (-a
