@@ -283,6 +283,12 @@ code, out, err = bench("cpu.lua", "-q -b c -a N=[10]")
 t.ok(code == 0 and out == "" and not err:find("Run:", 1, true), "-q: nothing on stdout, no log on stderr" .. err)
 code, out = bench("cpu.lua", "-q --md stdout -b c -a N=[10]")
 t.like(out, "^# Devices\n\n# Log\n", "-q --md stdout: the document on stdout")
+local PASS_TAG = "\27[1m\27[38;2;000;100;000m\27[48;2;000;000;000mPass:\27[0m CpuOnly:"
+code, out = bench("cpu.lua", "--color -b c -a N=[10] --md plain.md")
+t.ok(out:find(PASS_TAG, 1, true) and out:find("\27[48;2;020;020;032m|", 1, true) and
+  not (t.read_file(dir .. "/plain.md") or "\27"):find("\27", 1, true), "--color: NVBench's colours on stdout only")
+code, out = t.run(("cd '%s' && NVBENCH_COLOR=1 %s bench cpu.lua -b c -a N=[10]"):format(dir, nodrv))
+t.ok(out:find(PASS_TAG, 1, true), "NVBENCH_COLOR=1: as --color")
 code, out = bench("cpu.lua", "--version")
 t.ok(code == 0 and out:find("^cudalua bench v"), "--version")
 code, out = bench("cpu.lua", "--help-axes")
