@@ -247,6 +247,7 @@ end
 -- A copy of a benchmark, as NVBench's -b clones one: the settings of one
 -- configuration change the copy only. Tables the setters change are copied.
 local function clone(b)
+  b.kernel_cache = b.kernel_cache or {}   -- the copies share the compiled kernels
   local copy = {}
   for k, v in pairs(b) do copy[k] = v end
   for _, key in ipairs{"axes", "zips"} do
