@@ -287,6 +287,8 @@ local function criterion_params(r) return r.criterion and r.criterion.params or 
 
 local function log_cold(log, st)
   local r = st.cold
+  -- the measurement's own warnings (a sample taken again without the blocker)
+  for _, why in ipairs(r.warnings or {}) do log(("Warn: %s\n"):format(why)) end
   if r.max_time_exceeded then
     local noise = r.n >= MIN_SAMPLES_FOR_NOISE and M.statistics(r.gpu, r.n).noise or math.huge
     timeout_warnings(log, criterion_params(r), r.walltime, r.n, st.min_samples, r.total_gpu or 0, noise)
@@ -306,6 +308,7 @@ end
 
 local function log_batch(log, st)
   local b = st.batch
+  for _, why in ipairs(b.warnings or {}) do log(("Warn: batch: %s\n"):format(why)) end
   if b.max_time_exceeded then
     local target = st.bench and st.bench.batch_target_time or 0.5
     local function warn(fmt, ...)
