@@ -662,6 +662,30 @@ row("bench plan: not a benchmark", "require('cuda.bench.run').plan({5}, {}, {})"
 row("bench.run_all_benchmarks: a number", "require('cuda.bench').run_all_benchmarks(5)", "a list of arguments expected, got number")
 row("bench.axis: the decorator form", "return require('cuda.bench').axis.int64", "add_int64_axis")
 row("bench.option: no such option", "return require('cuda.bench').option.fastest", "no such NVBench option")
+-- cudalua bench's command line, printers and compare (cuda.bench.cli, output, compare)
+local BCLI = "local c = require('cuda.bench.cli'); local b = " .. BR .. "; "
+row("bench --devices: all,0", "assert(require('cuda.bench.cli').device_ids('all,0', 2))", "'all' is not a device id")
+row("bench --devices: a zero stride", "assert(require('cuda.bench.cli').device_ids('[0:1:0]', 2))", "not a stride")
+row("bench --devices: a range past the devices", "assert(require('cuda.bench.cli').device_ids('[0:1000000000]', 2))",
+    "no device 1000000000 %(2 found%)")
+row("bench --devices: no such device", "assert(require('cuda.bench.cli').device_ids('[0,7]', 2))", "no device 7 %(2 found%)")
+row("bench --timeout: a word", BCLI .. "c.configurations({{target = 'timeout', value = 'soon'}}, {b}, 0)",
+    "%-%-timeout soon: 'soon' is not a number")
+row("bench --batch-target-time: inf", BCLI .. "c.configurations({{target = 'batch_target_time', value = 'inf'}}, {b}, 0)",
+    "not finite and positive")
+row("bench --max-angle with stdrel", BCLI .. "c.configurations({{target = 'max_angle', value = '1'}}, {b}, 0)",
+    "not valid for the active stopping criterion 'stdrel'")
+row("bench -b: no such benchmark", BCLI .. "c.configurations({{target = 'benchmark', value = 'x'}}, {b}, 0)",
+    "%-b x: no such benchmark")
+row("bench output: encode a function", "require('cuda.bench.output').encode({print})", "cannot encode a function")
+row("bench output: encode a table with keys", "require('cuda.bench.output').encode({a = coroutine.create(print)})",
+    "neither a list nor an output.object")
+row("bench compare: a benchmark without a name", "assert(require('cuda.bench.compare').check({benchmarks = {{}}}))",
+    "benchmarks%[1%] has no name")
+row("bench compare: benchmarks not a list", "assert(require('cuda.bench.compare').check({benchmarks = {x = 1}}))",
+    "is not a list")
+row("bench compare: an axis filter without =", "assert(require('cuda.bench.compare').axis_filter('N'))",
+    "must be NAME=VALUE")
 -- the hold of a stream by cuda.bench's blocking kernel (src/hold.c)
 row("hold_begin: nothing", "cuda.hold_begin()", "cuda%.Buffer expected")
 row("hold_begin: a number", "cuda.hold_begin(4)", "cuda%.Buffer expected")

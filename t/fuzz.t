@@ -618,6 +618,28 @@ local actions = {
   function() local v = pick("view"); if v and fakecuda then
       local a = v:to_dlpack(any())      -- {} or nil only: a legacy tensor, deleted as a C library would
       fakecuda.dlpack_delete(a, false) end end,
+  -- cudalua bench's printers, options and compare: NVBench's output of
+  -- random values (the encoders raise strings on what they cannot write)
+  function() local out, run = require("cuda.bench.output"), require("cuda.bench.run")
+      local hints = {"duration", "item_rate", "byte_rate", "bytes", "frequency", "percentage", "sample_size", "x"}
+      local s = {tag = "t", name = "n", hint = hints[math.random(#hints)], type = ({"int64", "float64", "string"})[math.random(3)],
+                 value = any()}
+      run.format_value(s)
+      return out.encode({out.object("v", any(), "w", {any(), any()}), out.fmt_float(math.random() * 10 ^ math.random(-300, 300))}) end,
+  function() local cl = require("cuda.bench.cli")
+      local specs = {"all", "0", "[0,1]", "[0:1]", "0,1", "all,0", "[0:9:0]", "", "[", "-1", "1e9", any()}
+      cl.device_ids(tostring(specs[math.random(#specs)]), math.random(0, 4))
+      local targets = {"timeout", "skip_time", "min_samples", "max_noise", "max_angle", "target_samples", "stopping_criterion",
+                       "batch_target_time", "throttle_threshold", "devices", "axis", "profile", "no_batch", "benchmark"}
+      local b = require("cuda.bench.harness").register(function() end):add_int64_axis("N", {1})
+      local h = require("cuda.bench.harness")
+      for i = #h.registry, 1, -1 do h.registry[i] = nil end
+      cl.configurations({{target = targets[math.random(#targets)], value = tostring(any())}}, {b}, math.random(0, 2)) end,
+  function() local nvc = require("cuda.bench.compare")
+      local doc = {benchmarks = {{name = tostring(any()), states = {{device = any(), axis_values = {{name = "N", value = any()}},
+        summaries = {{tag = "nv/cold/time/gpu/mean", data = {{name = "value", value = any()}}}}}}}}}
+      if math.random(3) == 1 then doc.benchmarks[1].states[1] = any() end
+      if nvc.check(doc) then nvc.markdown(nvc.compare(doc, doc)) end end,
 }
 
 local skip = {}                         -- FUZZ_SKIP="36 39": actions left out, to tell a hang's cause

@@ -603,7 +603,7 @@ local function measure_gpu(self, fn, opts, cfg)
   local cold = measure.cold(fn, cfg)
   if cold.skipped then self.skip_reason = cold.skipped; return nil end
   local m = {cold = cold}
-  if opts.batched ~= false and not opts.sync and not opts.timer and not self.run_once then
+  if opts.batched ~= false and not opts.sync and not opts.timer and not self.run_once and not self.bench.skip_batched then
     m.batch = measure.batch(fn, cfg)
   end
   return m
