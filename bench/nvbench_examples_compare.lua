@@ -335,14 +335,14 @@ local function cells(line)
 end
 
 -- The tables of a markdown document (NVBench's or cudalua's): a list of
--- {bench, device, columns, rows}, from "# Benchmark Results" on.
+-- {bench, device ("[0]" or nil), columns, rows}, from "# Benchmark Results" on.
 function M.markdown_tables(text)
   local tables, bench, device, in_results, current = {}, nil, nil, false, nil
   for line in (text or ""):gmatch("[^\n]*") do
     if line:find("^# Benchmark Results") then in_results = true
     elseif in_results then
       if line:find("^## ") then bench, device, current = line:sub(4), nil, nil
-      elseif line:find("^### ") then device, current = line:sub(5), nil
+      elseif line:find("^### ") then device, current = line:match("^### (%[%d+%])") or line:sub(5), nil
       elseif line:find("^|") then
         if not current then
           current = {bench = bench, device = device, columns = cells(line), rows = 0}
@@ -374,7 +374,11 @@ function M.columns_from_json(doc)
         end
       end
     end
-    if rows > 0 then tables[#tables + 1] = {bench = b.name, columns = cols, rows = rows} end
+    local dev = (b.states or {})[1] and b.states[1].device
+    if rows > 0 then
+      tables[#tables + 1] = {bench = b.name, columns = cols, rows = rows,
+        device = present(dev) and ("[%d]"):format(dev) or nil}
+    end
   end
   return tables
 end
@@ -390,6 +394,9 @@ function M.compare_columns(ref, got)
       local rc, gc = table.concat(r.columns, " | "), table.concat(g.columns, " | ")
       if rc ~= gc then d:add("markdown", r.bench, nil, "columns | %s | (NVBench | %s |)", gc, rc) end
       if r.rows ~= g.rows then d:add("markdown", r.bench, nil, "%d rows (NVBench %d)", g.rows, r.rows) end
+      if r.device ~= g.device then
+        d:add("markdown", r.bench, nil, "device heading %s (NVBench %s)", g.device or "none", r.device or "none")
+      end
     end
   end
   return d.list
@@ -478,18 +485,24 @@ local function pct(x) return x and (x == x and x < math.huge and ("%.2f%%"):form
 
 -- One example's comparison: ex = {name, nvbench = {json, md, log, rc}, runs = {{json, md, log, rc}, ...}, model}.
 -- Returns {name, verdict, structure, markdown, skips, times, timeouts, lines}.
+local function last_line(text) return (text or ""):match("([^\n]+)\n*$") end
+
 function M.compare_example(ex)
   local r = {name = ex.name, lines = {}, problems = {}}
   local function problem(text) r.problems[#r.problems + 1] = text end
   local nv = ex.nvbench
   if not nv.doc then
-    problem("NVBench's JSON is missing" .. (nv.err and (": " .. nv.err) or ""))
+    problem(("NVBench's JSON is missing (%s)%s"):format(nv.err or "?",
+      last_line(nv.log) and (": its log ends `" .. last_line(nv.log) .. "`") or ""))
   end
   r.timeouts = {}
   for k, run in ipairs(ex.runs) do
     r.timeouts[k] = M.blocking_timeouts(run.log)
     if r.timeouts[k] > 0 then problem(("run %d: %d blocking-kernel timeouts"):format(k, r.timeouts[k])) end
-    if not run.doc then problem(("run %d: cudalua's JSON is missing%s"):format(k, run.err and (": " .. run.err) or "")) end
+    if not run.doc then
+      problem(("run %d: cudalua's JSON is missing (%s)%s"):format(k, run.err or "?",
+        last_line(run.log) and (": its log ends `" .. last_line(run.log) .. "`") or ""))
+    end
     if run.rc and run.rc ~= 0 then problem(("run %d: cudalua exited %d"):format(k, run.rc)) end
   end
   if nv.rc and nv.rc ~= 0 then problem(("NVBench exited %d"):format(nv.rc)) end

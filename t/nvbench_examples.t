@@ -56,6 +56,7 @@ local KNOWN = {
   {"field", ": description null %(NVBench '", "7.27 summaries without NVBench's description (poutput)"},
   {"field", ": description '[^']*' %(NVBench '", "7.27 NVBench's descriptions of the bandwidth summaries (poutput)"},
   {"markdown", "^columns ", "9.5 user columns after the measurements (poutput)"},
+  {"markdown", "^device heading %[0%] %(NVBench none%)", "6.12/9.2 cpu-only tables under a device heading (pstate)"},
 }
 
 local function known(kind, what)

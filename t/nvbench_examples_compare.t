@@ -363,8 +363,10 @@ local function markdown(tables, nvbench)
     lines[#lines + 1] = ""
     lines[#lines + 1] = "## " .. tb.bench
     lines[#lines + 1] = ""
-    lines[#lines + 1] = "### [0] Fake CUDA Device 0"
-    lines[#lines + 1] = ""
+    if tb.device then
+      lines[#lines + 1] = "### " .. tb.device .. (nvbench and " `NVIDIA H100`" or " Fake CUDA Device 0")
+      lines[#lines + 1] = ""
+    end
     lines[#lines + 1] = "| " .. table.concat(tb.columns, " | ") .. " |"
     local rule = {}
     for i, c in ipairs(tb.columns) do rule[i] = ("-"):rep(#c + 2) end
@@ -404,6 +406,10 @@ do
   changed[1].rows = changed[1].rows + 1
   diffs = C.compare_columns(tables, C.markdown_tables(markdown(changed)))
   t.ok(#diffs == 1 and diffs[1].what:find("rows"), "a row more is found")
+  changed = copy(tables)
+  changed[1].device = nil
+  diffs = C.compare_columns(tables, C.markdown_tables(markdown(changed)))
+  t.ok(#diffs == 1 and diffs[1].what:find("^device heading none %(NVBench %[0%]%)"), "a missing device heading is found")
   changed = copy(tables)
   table.remove(changed)
   diffs = C.compare_columns(tables, C.markdown_tables(markdown(changed)))
