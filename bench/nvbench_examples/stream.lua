@@ -3,12 +3,11 @@
 local bench = require "cuda.bench"
 local cuda = require "cuda"
 
--- CuPy's randint (int64 in [low, high); a splitmix64 hash, not CuPy's generator) and square
+-- CuPy's randint (int64 in [low, high); a multiplicative hash of the index, not CuPy's generator) and square
 local SOURCE = [[
-__device__ long long mix(unsigned long long z) { z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ z >> 27) * 0x94d049bb133111ebull; return (long long)((z ^ z >> 31) >> 1); }
 #define EACH(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-__global__ void randint(long long *x, long long low, long long high, long long n) { EACH(i, n) x[i] = low + mix(i) % (high - low); }
+__global__ void randint(long long *x, long long low, long long high, long long n) {
+  EACH(i, n) x[i] = low + (long long)((i * 0x9e3779b97f4a7c15ull >> 16) % (unsigned long long)(high - low)); }
 __global__ void square(const long long *x, long long *y, long long n) { EACH(i, n) y[i] = x[i] * x[i]; }
 ]]
 
@@ -16,7 +15,6 @@ local function elementwise_square(state)
   -- Tell NVBench to time/synchronize the current stream (CuPy's: the device's default stream).
   local s = cuda.Device().default_stream
   state:set_stream(s)
-
   local size = state:get_int64("Elements")
   local kernels = cuda.Program(SOURCE, "c++"):compile("cubin", {name_expressions = {"randint", "square"}})
   local config = cuda.LaunchConfig{grid = (size + 127) // 128, block = 128}   -- CuPy's elementwise launch
@@ -27,7 +25,6 @@ local function elementwise_square(state)
   state:add_element_count(size)
   state:add_global_memory_reads(x.size)
   state:add_global_memory_writes(y.size)
-
   -- The launch uses the ambient stream s, not launch:get_stream(): set_stream told NVBench to time it.
   state:exec(function(launch) cuda.launch(s, config, kernels:get_kernel("square"), x, y, size) end, {batched = false})
 end
