@@ -97,7 +97,7 @@ for name in $names; do
     > "$name.out" 2> "$name.log"; echo $? > "$name.rc")
   for run in 1 2; do
     say "$name: cudalua, run $run"
-    (cd "$out/cudalua-$run" && env ${stand_in:+LUA_INIT=@$stand_in} timeout "$limit" "$cudalua" bench \
+    (cd "$out/cudalua-$run" && env ${stand_in:+LUA_INIT_5_4=@$stand_in} timeout "$limit" "$cudalua" bench \
       "$top/bench/nvbench_examples/$path.lua" -d 0 --json "$name.json" --md "$name.md" \
       > "$name.out" 2> "$name.log"; echo $? > "$name.rc")
   done

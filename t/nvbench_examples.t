@@ -44,8 +44,15 @@ local KNOWN = {
   {"summary", "^summary nv/gmem/", "5.18/5.19 add_global_memory_reads/writes' column tag (pstate)"},
   {"summary", "^summary nv/python/", "5.20 add_summary's tag (pstate)"},
   {"summary", "^extra summary user/", "5.16-5.20 user columns are tagged user/NAME (pstate)"},
-  {"summary", "^summary nv/cold/time/[cg]pu/[%w/]+ missing", "7.3-7.12 cold min/max, stdev/absolute, quartiles (poutput)"},
-  {"summary", "^summary nv/cpu_only/time/cpu/[%w/]+ missing", "7.25 cpu-only stdev/absolute, quartiles (poutput)"},
+  {"summary", "^summary nv/cold/time/cpu/m[ia][nx] missing$", "7.3 cold CPU min and max (poutput)"},
+  {"summary", "^summary nv/cold/time/[cg]pu/stdev/absolute missing$", "7.5/7.10 cold stdev/absolute (poutput)"},
+  {"summary", "^summary nv/cold/time/[cg]pu/q[13] missing$", "7.7/7.12 cold quartiles (poutput)"},
+  {"summary", "^summary nv/cold/time/[cg]pu/median missing$", "7.7/7.12 cold quartiles (poutput)"},
+  {"summary", "^summary nv/cold/time/[cg]pu/iqr/%a+ missing$", "7.7/7.12 cold quartiles (poutput)"},
+  {"summary", "^summary nv/cpu_only/time/cpu/stdev/absolute missing$", "7.25 cpu-only stdev/absolute (poutput)"},
+  {"summary", "^summary nv/cpu_only/time/cpu/q[13] missing$", "7.25 cpu-only quartiles (poutput)"},
+  {"summary", "^summary nv/cpu_only/time/cpu/median missing$", "7.25 cpu-only quartiles (poutput)"},
+  {"summary", "^summary nv/cpu_only/time/cpu/iqr/%a+ missing$", "7.25 cpu-only quartiles (poutput)"},
   {"summary", "^summary nv/cold/sm_clock_rate/scaling/percent missing", "7.17 the clock scaling summary (poutput)"},
   {"summary", "^summary nv/batch/walltime missing", "7.21 the batch walltime summary (poutput)"},
   {"summary", "^extra summary nv/cold/throttle/discarded", "14 cudalua's Throttled summary"},
@@ -111,7 +118,7 @@ local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 local dir = t.tmpdir()
 -- bench.run_all_benchmarks(arg) ends every port, as the originals end; where
--- cudalua lacks it, the ports run with a stand-in (LUA_INIT) so that the
+-- cudalua lacks it, the ports run with a stand-in (LUA_INIT_5_4) so that the
 -- rest of each port is still checked, and its absence is one KNOWN check.
 local has_run_all = require("cuda.bench").run_all_benchmarks ~= nil
 t.write_file(dir .. "/stand_in.lua", ([[
@@ -119,12 +126,12 @@ local prev = %q
 if prev:sub(1, 1) == "@" then dofile(prev:sub(2)) elseif prev ~= "" then assert(load(prev))() end
 local bench = require "cuda.bench"
 bench.run_all_benchmarks = bench.run_all_benchmarks or function() end
-]]):format(os.getenv("LUA_INIT") or ""))
+]]):format(os.getenv("LUA_INIT_5_4") or os.getenv("LUA_INIT") or ""))
 if has_run_all then t.ok(true, "cuda.bench has run_all_benchmarks")
 else t.todo("cuda.bench has run_all_benchmarks", "gap row " .. known("run", "attempt to call a nil value (field 'run_all_benchmarks')")) end
 
 local env = fake.env(("CUDALUA_CACHE=%s %s"):format(quote(dir .. "/cache"),
-  has_run_all and "" or ("LUA_INIT=%s"):format(quote("@" .. dir .. "/stand_in.lua"))))
+  has_run_all and "" or ("LUA_INIT_5_4=%s"):format(quote("@" .. dir .. "/stand_in.lua"))))
 local OPTIONS = "--timeout 0.05"
 
 local function run_port(name)
