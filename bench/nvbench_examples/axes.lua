@@ -100,10 +100,11 @@ local function copy_sweep_grid_shape(state)
   state:add_global_memory_reads(nbytes)
   state:add_global_memory_writes(nbytes)
 
-  local dev_id = state:get_device()
+  -- a cuda.Device; its memory_resource is the pool cuda.core's DeviceMemoryResource(dev_id) uses
+  local dev = state:get_device()
   local alloc_s = state:get_stream()
-  local input_buf <close> = cuda.DeviceMemoryResource(dev_id):allocate(nbytes, alloc_s)
-  local output_buf <close> = cuda.DeviceMemoryResource(dev_id):allocate(nbytes, alloc_s)
+  local input_buf <close> = dev.memory_resource:allocate(nbytes, alloc_s)
+  local output_buf <close> = dev.memory_resource:allocate(nbytes, alloc_s)
 
   local krn = make_copy_kernel()
   local launch_config = cuda.LaunchConfig{grid = num_blocks, block = block_size, shmem = 0}
@@ -137,10 +138,10 @@ local function copy_type_sweep(state)
   state:add_global_memory_reads(nbytes)
   state:add_global_memory_writes(nbytes)
 
-  local dev_id = state:get_device()
+  local dev = state:get_device()
   local alloc_s = state:get_stream()
-  local input_buf <close> = cuda.DeviceMemoryResource(dev_id):allocate(nbytes, alloc_s)
-  local output_buf <close> = cuda.DeviceMemoryResource(dev_id):allocate(nbytes, alloc_s)
+  local input_buf <close> = dev.memory_resource:allocate(nbytes, alloc_s)
+  local output_buf <close> = dev.memory_resource:allocate(nbytes, alloc_s)
 
   local krn = make_copy_kernel(value_cuda_t, value_cuda_t)
   local launch_config = cuda.LaunchConfig{grid = 256, block = 256, shmem = 0}

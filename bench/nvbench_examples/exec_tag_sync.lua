@@ -35,7 +35,7 @@ local function synchronizing_bench(state)
   local n_bytes = n_values * 4   -- ctypes.sizeof(ctypes.c_int32(0))
 
   local alloc_s = state:get_stream()
-  local buffer <close> = cuda.DeviceMemoryResource(state:get_device()):allocate(n_bytes, alloc_s)
+  local buffer <close> = state:get_device().memory_resource:allocate(n_bytes, alloc_s)
 
   state:add_element_count(n_values, "Items")
   state:add_global_memory_writes(n_bytes, "Size")

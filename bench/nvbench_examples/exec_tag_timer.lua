@@ -76,7 +76,7 @@ local function mod2_inplace(state)
   local nbytes = num_values * 4
 
   local alloc_stream = state:get_stream()
-  local mem = cuda.DeviceMemoryResource(state:get_device())
+  local mem = state:get_device().memory_resource
   local input_buf <close> = mem:allocate(nbytes, alloc_stream)
   local data_buf <close> = mem:allocate(nbytes, alloc_stream)
 

@@ -32,7 +32,7 @@ local function throughput_bench(state)
   local elements = nbytes // 4   -- np.dtype(np.int32).itemsize
 
   local alloc_stream = state:get_stream()
-  local mr = cuda.DeviceMemoryResource(state:get_device())
+  local mr = state:get_device().memory_resource
   local inp_arr <close> = mr:allocate(elements * 4, alloc_stream)
   local out_arr <close> = mr:allocate(elements * ipt * 4, alloc_stream)
 
