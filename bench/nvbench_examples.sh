@@ -18,7 +18,8 @@
 # bench NAME.lua), each with -d 0 --json --md, stdout in NAME.out, stderr in NAME.log and the
 # exit status in NAME.rc, under OUTDIR/nvbench, OUTDIR/cudalua-1 and OUTDIR/cudalua-2 (the two
 # whole runs whose blocking-kernel timeouts are counted). EXAMPLES="skip stream" runs just
-# those; EXAMPLE_TIMEOUT (default 300 s) bounds each run. The report is OUTDIR/report.md; the
+# those; BENCH_OPTS adds NVBench options to every run, both sides (e.g. "--timeout 2" for a
+# quick pass); EXAMPLE_TIMEOUT (default 300 s) bounds each run. The report is OUTDIR/report.md; the
 # summary table is printed last. To record cuda-bench's output as the reference of
 # t/nvbench_examples.t: cp OUTDIR/nvbench/*.json OUTDIR/nvbench/*.md bench/recorded/nvbench-examples/
 # SPDX-License-Identifier: MIT
@@ -93,12 +94,12 @@ port_path() { [ "$1" = without_blocking_krn ] && echo "study/$1" || echo "$1"; }
 for name in $names; do
   path=$(port_path "$name")
   say "$name: cuda-bench"
-  (cd "$out/nvbench" && timeout "$limit" python3 "$nvex/$path.py" -d 0 --json "$name.json" --md "$name.md" \
+  (cd "$out/nvbench" && timeout "$limit" python3 "$nvex/$path.py" -d 0 ${BENCH_OPTS:-} --json "$name.json" --md "$name.md" \
     > "$name.out" 2> "$name.log"; echo $? > "$name.rc")
   for run in 1 2; do
     say "$name: cudalua, run $run"
     (cd "$out/cudalua-$run" && env ${stand_in:+LUA_INIT_5_4=@$stand_in} timeout "$limit" "$cudalua" bench \
-      "$top/bench/nvbench_examples/$path.lua" -d 0 --json "$name.json" --md "$name.md" \
+      "$top/bench/nvbench_examples/$path.lua" -d 0 ${BENCH_OPTS:-} --json "$name.json" --md "$name.md" \
       > "$name.out" 2> "$name.log"; echo $? > "$name.rc")
   done
 done
