@@ -13,13 +13,14 @@
 -- of summaries that are not measurements); the markdown tables' columns;
 -- the cold GPU and CPU-only times, each pair within their combined noise
 -- (|a - b| <= sqrt((noise_a a)^2 + (noise_b b)^2)); and it counts the
--- blocking-kernel timeouts in cudalua's logs. The report (markdown) gives
+-- blocking-kernel timeouts in cudalua's logs (a failure), and the
+-- measurements taken again because a call broke the hold (reported). The report (markdown) gives
 -- a verdict per example, PASS or FAIL with what differs; stdout gets its
 -- summary table. With --model, NVBench's JSON is also compared with the
 -- test suite's model of it (how wrong the model was).
 --
 -- As a module (loadfile(path)("--module")): M.diff, M.markdown_tables,
--- M.columns_from_json, M.compare_columns, M.times, M.blocking_timeouts, M.report.
+-- M.columns_from_json, M.compare_columns, M.times, M.blocking_timeouts, M.broken_holds, M.report.
 local json = require "cuda.json"
 
 local M = {}
@@ -445,15 +446,22 @@ end
 -- Lines of a log that say a blocking kernel timed out (cudalua's and NVBench's words).
 M.TIMEOUT_PATTERNS = {"[Bb]locking kernel timed out", "Deadlock detected", "blocking kernel .*timed? ?out"}
 
-function M.blocking_timeouts(log)
+-- Lines that say a call broke the hold (measure.lua's "... would wait for the stream the blocking
+-- kernel held ...": the measurement was taken again without the blocking kernel).
+M.BROKEN_HOLD_PATTERNS = {"would wait for the stream the blocking kernel held"}
+
+local function count_lines(log, patterns)
   local n = 0
   for line in (log or ""):gmatch("[^\n]+") do
-    for _, p in ipairs(M.TIMEOUT_PATTERNS) do
+    for _, p in ipairs(patterns) do
       if line:find(p) then n = n + 1; break end
     end
   end
   return n
 end
+
+function M.blocking_timeouts(log) return count_lines(log, M.TIMEOUT_PATTERNS) end
+function M.broken_holds(log) return count_lines(log, M.BROKEN_HOLD_PATTERNS) end
 
 -- --- the report --------------------------------------------------------------------------
 
@@ -495,9 +503,13 @@ function M.compare_example(ex)
     problem(("NVBench's JSON is missing (%s)%s"):format(nv.err or "?",
       last_line(nv.log) and (": its log ends `" .. last_line(nv.log) .. "`") or ""))
   end
-  r.timeouts = {}
+  r.timeouts, r.broken = {}, {}
   for k, run in ipairs(ex.runs) do
-    r.timeouts[k] = M.blocking_timeouts(run.log)
+    r.timeouts[k], r.broken[k] = M.blocking_timeouts(run.log), M.broken_holds(run.log)
+    if r.broken[k] > 0 then
+      r.lines[#r.lines + 1] = ("run %d: %d measurements taken again without the blocking kernel (a call broke the hold)")
+        :format(k, r.broken[k])
+    end
     if r.timeouts[k] > 0 then problem(("run %d: %d blocking-kernel timeouts"):format(k, r.timeouts[k])) end
     if not run.doc then
       problem(("run %d: cudalua's JSON is missing (%s)%s"):format(k, run.err or "?",
@@ -552,15 +564,18 @@ end
 
 -- The summary table of the examples' results.
 function M.summary_table(results)
-  local lines = {"| example | verdict | structure | markdown | skips | times within noise | blocking timeouts |",
-    "|---|---|---:|---:|---:|---|---|"}
+  local lines = {"| example | verdict | structure | markdown | skips | times within noise | blocking timeouts | " ..
+    "holds broken |", "|---|---|---:|---:|---:|---|---|---|"}
+  local function per_run(list)
+    local t = {}
+    for _, k in ipairs(list) do t[#t + 1] = tostring(k) end
+    return #t > 0 and table.concat(t, ", ") or "-"
+  end
   for _, r in ipairs(results) do
     local n = #r.time_rows
-    local t = {}
-    for _, k in ipairs(r.timeouts) do t[#t + 1] = tostring(k) end
-    lines[#lines + 1] = ("| %s | %s | %d | %d | %d | %s | %s |"):format(r.name, r.verdict, #r.structure, #r.markdown,
-      #r.skips, n == 0 and "-" or ("%d/%d%s"):format(n - r.outside - r.undecided, n,
-        r.undecided > 0 and (", %d undecided"):format(r.undecided) or ""), #t > 0 and table.concat(t, ", ") or "-")
+    lines[#lines + 1] = ("| %s | %s | %d | %d | %d | %s | %s | %s |"):format(r.name, r.verdict, #r.structure,
+      #r.markdown, #r.skips, n == 0 and "-" or ("%d/%d%s"):format(n - r.outside - r.undecided, n,
+        r.undecided > 0 and (", %d undecided"):format(r.undecided) or ""), per_run(r.timeouts), per_run(r.broken))
   end
   return table.concat(lines, "\n")
 end
@@ -571,6 +586,7 @@ function M.report(results)
   for _, r in ipairs(results) do
     lines[#lines + 1] = ("## %s: %s\n"):format(r.name, r.verdict)
     for _, p in ipairs(r.problems) do lines[#lines + 1] = "- " .. p end
+    for _, note in ipairs(r.lines) do lines[#lines + 1] = "- (not a failure) " .. note end
     lines[#lines + 1] = ""
     diff_lines(lines, "Structure (cudalua run 1 against NVBench)", r.structure)
     diff_lines(lines, "Skips and failures", r.skips)

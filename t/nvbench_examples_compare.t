@@ -473,7 +473,15 @@ do
     "Deadlock detected -- missing nvbench::exec_tag::sync? See stdout for details.",
     "Warn: Blocking kernel timed out"}
   for _ = 1, k do table.insert(lines, math.random(#lines + 1), pick(phrases)) end
-  t.is(C.blocking_timeouts(table.concat(lines, "\n")), k, ("blocking_timeouts counts %d timeouts"):format(k))
+  local b = math.random(0, 4)
+  for _ = 1, b do
+    table.insert(lines, math.random(#lines + 1), "Warn: s:sync() would wait for the stream the blocking kernel held " ..
+      "(a wait, free, load or pageable copy inside the measured function; exec{sync = true} says so up front): " ..
+      "measured without the blocking kernel")
+  end
+  local log = table.concat(lines, "\n")
+  t.is(C.blocking_timeouts(log), k, ("blocking_timeouts counts %d timeouts"):format(k))
+  t.is(C.broken_holds(log), b, ("broken_holds counts %d measurements taken again"):format(b))
 end
 
 -- --- the command, end to end ----------------------------------------------------------------
@@ -501,7 +509,7 @@ do
     :format(t.cudalua(), tool, dir, dir, dir, dir))
   t.is(rc, 1, "the command exits 1 when an example fails" .. err)
   t.like(out, "| same | PASS | 0 | 0 | 0 |", "the summary table: an example that matches passes")
-  t.like(out, "| differs | FAIL | 1 | 0 | 0 | [^|]* | 0, 1 |", "the summary table: a hint and a timeout in run 2")
+  t.like(out, "| differs | FAIL | 1 | 0 | 0 | [^|]* | 0, 1 | 0, 0 |", "the summary table: a hint and a timeout in run 2")
   local report = t.read_file(dir .. "/report.md") or ""
   t.like(report, "## differs: FAIL", "the report gives the verdict")
   t.like(report, "hint 'other' %(NVBench 'sample_size'%)", "the report says what differs")
