@@ -120,6 +120,9 @@ local function global_bytes(st) return st.global_bytes or 0 end
 local function cold_summaries(list, st, peak)
   local r = st.cold
   add(list, "nv/cold/sample_size", "Samples", "sample_size", "int64", r.n, "Number of isolated kernel executions")
+  -- second, as cuda-bench 0.3.0 writes it (bench/recorded/nvbench-h200-2026-12-04/nvbench.json)
+  add(list, "nv/cold/walltime", "Walltime", "duration", "float64", r.walltime, "Walltime used for isolated measurements",
+    HIDDEN)
   if r.n > 0 then
     time_summaries(list, "nv/cold/time/cpu", M.statistics(r.cpu, r.n), COLD_CPU)
     local gpu = M.statistics(r.gpu, r.n)
@@ -136,8 +139,6 @@ local function cold_summaries(list, st, peak)
         "Global device memory utilization as a percentage of the device's peak bandwidth")
     end
   end
-  add(list, "nv/cold/walltime", "Walltime", "duration", "float64", r.walltime, "Walltime used for isolated measurements",
-    HIDDEN)
   if r.n > 0 and r.mean_clock and r.mean_clock > 0 then
     local hz = r.mean_clock * 1e6
     add(list, "nv/cold/sm_clock_rate/mean", "Clock Rate", "frequency", "float64", hz, "Mean SM clock rate", HIDDEN)
@@ -147,9 +148,11 @@ local function cold_summaries(list, st, peak)
         "Mean SM clock rate as a percentage of default clock rate.", HIDDEN)
     end
   end
-  -- cudalua's: the samples the throttle watch dropped (NVBench logs each instead)
-  add(list, "nv/cold/throttle/discarded", "Throttled", "sample_size", "int64", r.discarded or 0,
-    "Samples discarded because the SM clock was throttled.", (r.discarded or 0) == 0 and HIDDEN or nil)
+  -- cudalua's, where the throttle watch dropped samples (NVBench logs each instead)
+  if (r.discarded or 0) > 0 then
+    add(list, "nv/cold/throttle/discarded", "Throttled", "sample_size", "int64", r.discarded,
+      "Samples discarded because the SM clock was throttled.")
+  end
 end
 
 local function batch_summaries(list, b)
@@ -167,6 +170,8 @@ end
 local function cpu_only_summaries(list, st)
   local r = st.cpu_only
   add(list, "nv/cpu_only/sample_size", "Samples", "sample_size", "int64", r.n, "Number of isolated kernel executions")
+  add(list, "nv/cpu_only/walltime", "Walltime", "duration", "float64", r.walltime,
+    "Walltime used for isolated measurements", HIDDEN)
   if r.n > 0 then
     local s = M.statistics(r.cpu, r.n)
     time_summaries(list, "nv/cpu_only/time/cpu", s, CPU_ONLY)
@@ -179,8 +184,6 @@ local function cpu_only_summaries(list, st)
         global_bytes(st) / s.mean, "Number of bytes read/written per second.")
     end
   end
-  add(list, "nv/cpu_only/walltime", "Walltime", "duration", "float64", r.walltime,
-    "Walltime used for isolated measurements", HIDDEN)
 end
 
 -- The summaries of a state, in NVBench's order: the user's summaries
