@@ -5,7 +5,7 @@
 #   bench/nvbench_examples.sh OUTDIR
 #
 # Run from the repository root. Needs:
-#   .whl/*.whl    the cuda-bench 0.3.0 and cuda-cccl 1.2.1 wheels: installed with pip
+#   WHEELS        a folder of the cuda-bench 0.3.0 and cuda-cccl 1.2.1 wheels (default .whl): installed with pip
 #                 --no-index into SITE (default /tmp/site), which goes on PYTHONPATH, with a
 #                 sitecustomize.py that makes cuda.core.experimental (which the originals
 #                 import) cuda.core where cuda.core 1.x has none. The originals also import
@@ -28,6 +28,7 @@ out=${1:?usage: bench/nvbench_examples.sh OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
 nvex=${NVEX:-$top/.nvex/examples}
+wheels=${WHEELS:-$top/.whl}
 site=${SITE:-/tmp/site}
 limit=${EXAMPLE_TIMEOUT:-300}
 names=${EXAMPLES:-axes auto_throughput throughput without_blocking_krn exec_tag_sync exec_tag_timer skip stream cpu_only cpu_activity}
@@ -42,7 +43,7 @@ say() { echo "== $(date -u +%H:%M:%S) $*" >&2; }
 # --- cuda-bench ------------------------------------------------------------------------
 say "installing the wheels into $site"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
-  "$top"/.whl/*.whl > "$out/pip.log" 2>&1 || say "pip failed: see $out/pip.log"
+  "$wheels"/*.whl > "$out/pip.log" 2>&1 || say "pip failed: see $out/pip.log"
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 cat > "$site/sitecustomize.py" <<'EOF'
 # cuda.core.experimental for NVBench's examples where cuda.core (1.x) has none: a module that
