@@ -15,8 +15,18 @@
 --                 flatter than max-angle (0.048 degrees) and fits with an R^2
 --                 of at least min-r2 (0.36).
 --   sample_count  sample-count samples (100) are taken.
+--   ci            (cudalua's) the confidence interval of the mean, at
+--                 confidence (0.95), is at most max-width (0.005) of the
+--                 mean either side: the answer is known to +-0.5%. The
+--                 interval holds for correlated samples (batch means,
+--                 cuda.bench.stats); it is checked every max(16, n/32)
+--                 samples and must be narrow enough at two checks in a row
+--                 (stopping the first time a noisy estimate dips would
+--                 cover the mean less often than stated).
 --
 -- min-samples and the timeout are the runner's (they apply to any criterion).
+local stats = require "cuda.bench.stats"
+
 local M = {}
 
 -- The parameters each criterion has, with their defaults.
@@ -24,8 +34,16 @@ M.PARAMS = {
   stdrel = {["max-noise"] = 0.005, ["min-time"] = 0.5},
   entropy = {["max-angle"] = 0.048, ["min-r2"] = 0.36},
   sample_count = {["sample-count"] = 100},
+  ci = {["max-width"] = 0.005, ["confidence"] = 0.95},
 }
-M.NAMES = {"stdrel", "entropy", "sample_count"}
+M.NAMES = {"stdrel", "entropy", "sample_count", "ci"}
+
+-- Parameters whose range is narrower than a number >= 0: the check, and
+-- what it asks for.
+local RANGES = {
+  ["max-width"] = {function(v) return v > 0 and v < math.huge end, "a number > 0 (the relative half-width)"},
+  ["confidence"] = {function(v) return v > 0 and v < 1 end, "a number between 0 and 1 (exclusive)"},
+}
 
 -- Fewer samples than this give no noise estimate (NVBench: 5).
 M.MIN_SAMPLES_FOR_NOISE = 5
@@ -152,6 +170,47 @@ function Count:add() self.n = self.n + 1 end
 function Count:is_finished() return self.n >= self.params["sample-count"] end
 function Count:noise() return math.huge end
 
+-- --- ci -----------------------------------------------------------------------------------
+local Ci = {}
+Ci.__index = Ci
+
+function Ci:add(x)
+  local n = self.n + 1
+  self.n = n
+  local delta = x - self.mean
+  self.mean = self.mean + delta / n
+  self.m2 = self.m2 + delta * (x - self.mean)
+  self.batches:add(x)
+end
+
+-- The relative standard deviation (for the timeout warning), as stdrel's.
+function Ci:noise()
+  if self.n < M.MIN_SAMPLES_FOR_NOISE or self.mean <= 0 then return math.huge end
+  return math.sqrt(self.m2 / (self.n - 1)) / self.mean
+end
+
+-- Whether the interval is narrow enough now: every max(16, n/32) samples,
+-- and then only the second time in a row.
+function Ci:is_finished()
+  local n = self.n
+  if n < self.next_check then return false end
+  self.next_check = n + math.max(16, n // 32)
+  local iv = self.batches:interval(self.t, self.found)
+  self.last = iv
+  local narrow = iv ~= nil and iv.half <= self.params["max-width"] * math.abs(iv.mean)
+  local finished = narrow and self.narrow
+  self.narrow = narrow
+  return finished
+end
+
+-- The interval of the mean ({mean, lo, hi, half, relative, confidence,
+-- batches, batch_size}) as it stands, or nil while there is none.
+function Ci:interval()
+  local iv = self.batches:interval(self.t, self.found)
+  if iv then iv.relative = iv.mean ~= 0 and iv.half / math.abs(iv.mean) or 0.0 end
+  return iv
+end
+
 -- --- construction -------------------------------------------------------------------
 
 -- The parameters of criterion name: its defaults, overridden by those of
@@ -165,8 +224,10 @@ function M.params(name, params)
   for k, v in pairs(defaults) do
     local given = params and params[k]
     if given ~= nil then
-      if type(given) ~= "number" or given ~= given or given < 0 then
-        error(("criterion parameter '%s' must be a number >= 0, got %s"):format(k, tostring(given)), 2)
+      local range = RANGES[k]
+      if type(given) ~= "number" or given ~= given or (range and not range[1](given)) or (not range and given < 0) then
+        error(("criterion parameter '%s' must be %s, got %s"):format(k, range and range[2] or "a number >= 0",
+          tostring(given)), 2)
       end
       p[k] = given
     else
@@ -176,10 +237,14 @@ function M.params(name, params)
   return p
 end
 
--- A fresh criterion: name is "stdrel", "entropy" or "sample_count".
+-- A fresh criterion: name is "stdrel", "entropy", "sample_count" or "ci".
 function M.new(name, params)
   local p = M.params(name, params)
-  if name == "stdrel" then
+  if name == "ci" then
+    return setmetatable({name = name, params = p, n = 0, mean = 0.0, m2 = 0.0, batches = stats.batches(),
+      t = stats.t_table(p.confidence), next_check = 0, narrow = false, found = {confidence = p.confidence},
+      last = nil}, Ci)
+  elseif name == "stdrel" then
     return setmetatable({name = name, params = p, n = 0, total = 0.0, mean = 0.0, m2 = 0.0,
       noise_ring = ring(STDREL_WINDOW)}, Stdrel)
   elseif name == "entropy" then

@@ -1,0 +1,266 @@
+-- cuda.bench.stats: confidence intervals for the mean of correlated samples (batch means).
+-- SPDX-License-Identifier: MIT
+--
+-- Successive GPU samples are not independent: the clock, the memory
+-- system and the host drift, so a slow sample tends to follow a slow one.
+-- The i.i.d. interval mean +- t * s / sqrt(n) is then too narrow (by
+-- sqrt((1 + rho) / (1 - rho)) for an AR(1) process of lag-1 correlation
+-- rho: 4.4 times at rho = 0.9). Batch means fix this: the samples, in
+-- their order, are cut into k contiguous batches of b; when b is long
+-- beside the correlation the batch means are nearly independent, and
+--
+--   mean +- t(k - 1, (1 + confidence) / 2) * sqrt(V / n),
+--   V = b * (the variance of the batch means)
+--
+-- covers the true mean at the stated rate. V(b) approaches the variance
+-- the mean really has (n times it) from below as b grows, the gap shrinking
+-- like 1/b; so V is taken at b = B and raised by what it last grew by,
+-- V(B/2) - V(B/4) when that is positive (under the 1/b law twice the gap
+-- that is left, before it about the gap: the correction errs wide).
+--
+-- M.batches() keeps the batches in a fixed array of SLOTS sums: a sample
+-- joins the open batch; a full batch takes the next slot; when the slots
+-- are full, neighbours merge pairwise and the batch size doubles. So :add
+-- is O(1) (amortised: a merge is SLOTS/2 additions every SLOTS/2 batches)
+-- and allocates nothing, however many samples come.
+--
+-- :interval(t, out) takes B as the slots' size times the largest power of
+-- two m >= 4 that leaves k >= BATCHES batches (so 32 <= k < 64), after
+-- the batch means pass a test of independence (their lag-1 correlation
+-- at most z / sqrt(k), as Fishman's LBATCH does). Below 4 * BATCHES
+-- samples (slow work: few samples), the samples themselves are the batches
+-- (k = n >= SMALL_BATCHES) once they pass the same test: a weaker
+-- guarantee, since 16 to 127 samples show only a strong correlation.
+-- Without a passed test there is no interval yet: too few samples for
+-- their correlation.
+local M = {}
+
+M.SLOTS = 512          -- batch sums kept (even)
+M.BATCHES = 32         -- fewest batches of an interval over merged batches
+M.SMALL_BATCHES = 16   -- fewest samples of an interval over single samples
+-- The lag-1 correlation a batch size may keep: z / sqrt(k), z the
+-- one-sided 90% normal quantile (independent batch means have a lag-1
+-- correlation of about N(-1/k, 1/k)).
+M.INDEPENDENCE_Z = 1.2816
+-- The largest k an interval is made from (the t table's length).
+M.MAX_BATCHES = 4 * M.BATCHES - 1
+
+-- --- Student's t --------------------------------------------------------------------
+
+local TINY = 1e-300
+local function not_tiny(x) return math.abs(x) < TINY and TINY or x end
+
+-- The continued fraction of the regularized incomplete beta function
+-- (modified Lentz), converging for x < (a + 1) / (a + b + 2).
+local function beta_fraction(a, b, x)
+  local c, d = 1.0, 1 / not_tiny(1 - (a + b) * x / (a + 1))
+  local h = d
+  for m = 1, 300 do
+    local m2 = 2 * m
+    local even = m * (b - m) * x / ((a + m2 - 1) * (a + m2))
+    d, c = 1 / not_tiny(1 + even * d), not_tiny(1 + even / c)
+    h = h * d * c
+    local odd = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1))
+    d, c = 1 / not_tiny(1 + odd * d), not_tiny(1 + odd / c)
+    h = h * d * c
+    if math.abs(d * c - 1) < 1e-15 then break end
+  end
+  return h
+end
+
+-- log Gamma(x) for x > 0 (Lanczos, g = 7, 9 terms: about 15 digits).
+local LANCZOS = {0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+  -176.61503916999185, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7}
+local function log_gamma(x)
+  x = x - 1
+  local s, t = LANCZOS[1], x + 7.5
+  for i = 2, 9 do s = s + LANCZOS[i] / (x + i - 1) end
+  return 0.5 * math.log(2 * math.pi) + (x + 0.5) * math.log(t) - t + math.log(s)
+end
+
+-- The regularized incomplete beta function I_x(a, b), a, b > 0.
+function M.incomplete_beta(x, a, b)
+  if x <= 0 then return 0.0 end
+  if x >= 1 then return 1.0 end
+  local front = math.exp(log_gamma(a + b) - log_gamma(a) - log_gamma(b) + a * math.log(x) + b * math.log(1 - x))
+  if x < (a + 1) / (a + b + 2) then return front * beta_fraction(a, b, x) / a end
+  return 1 - front * beta_fraction(b, a, 1 - x) / b
+end
+
+-- P(T <= t) for Student's t with dof degrees of freedom.
+function M.t_cdf(t, dof)
+  local tail = 0.5 * M.incomplete_beta(dof / (dof + t * t), dof / 2, 0.5)
+  return t >= 0 and 1 - tail or tail
+end
+
+-- The p-quantile (0 < p < 1) of Student's t with dof degrees of freedom,
+-- by bisection of the CDF (to about 1e-9; made once per criterion).
+function M.t_quantile(p, dof)
+  if p == 0.5 then return 0.0 end
+  if p < 0.5 then return -M.t_quantile(1 - p, dof) end
+  local lo, hi = 0.0, 1.0
+  while M.t_cdf(hi, dof) < p do
+    lo, hi = hi, hi * 2
+    if hi > 1e300 then return math.huge end
+  end
+  for _ = 1, 200 do
+    local mid = (lo + hi) / 2
+    if M.t_cdf(mid, dof) < p then lo = mid else hi = mid end
+    if hi - lo <= 1e-12 * hi then break end
+  end
+  return (lo + hi) / 2
+end
+
+-- The density of Student's t.
+local function t_density(t, dof)
+  return math.exp(log_gamma((dof + 1) / 2) - log_gamma(dof / 2) - 0.5 * math.log(dof * math.pi)
+    - (dof + 1) / 2 * math.log(1 + t * t / dof))
+end
+
+-- The two-sided critical values t(dof, (1 + confidence) / 2), dof = 1..max,
+-- by Newton's method from 0: the CDF is concave right of 0, so the steps
+-- rise to the root and never past it. Made once per confidence and kept.
+local t_tables = {}
+function M.t_table(confidence, max)
+  max = max or M.MAX_BATCHES
+  local t = t_tables[confidence]
+  if t and #t >= max then return t end
+  local p = (1 + confidence) / 2
+  t = {}
+  for dof = 1, max do
+    local x = 0.0
+    for _ = 1, 200 do
+      local step = (p - M.t_cdf(x, dof)) / t_density(x, dof)
+      x = x + step
+      if step <= 1e-12 * x then break end
+    end
+    t[dof] = x
+  end
+  t_tables[confidence] = t
+  return t
+end
+
+-- --- batch means ----------------------------------------------------------------------
+
+local Batches = {}
+Batches.__index = Batches
+
+-- A fresh accumulator (the only allocation: its SLOTS sums).
+function M.batches()
+  local sums = {}
+  for i = 1, M.SLOTS do sums[i] = 0.0 end
+  return setmetatable({sums = sums, full = 0, size = 1, open_sum = 0.0, open_n = 0, n = 0, total = 0.0}, Batches)
+end
+
+function Batches:add(x)
+  self.n, self.total = self.n + 1, self.total + x
+  local open_n, open_sum = self.open_n + 1, self.open_sum + x
+  if open_n < self.size then
+    self.open_n, self.open_sum = open_n, open_sum
+    return
+  end
+  local full, sums = self.full + 1, self.sums
+  sums[full] = open_sum
+  self.open_n, self.open_sum = 0, 0.0
+  if full == M.SLOTS then
+    local half = M.SLOTS // 2
+    for i = 1, half do sums[i] = sums[2 * i - 1] + sums[2 * i] end
+    full, self.size = half, self.size * 2
+  end
+  self.full = full
+end
+
+function Batches:mean() return self.n > 0 and self.total / self.n or 0 / 0 end
+
+-- V(merge * size) (the variance of the k means of `merge` slots each,
+-- times their length) and their lag-1 correlation, in one pass over the
+-- slots; the values are taken less the first batch's, so that nothing
+-- cancels however close they lie.
+function Batches:level(merge, k)
+  local sums, length = self.sums, merge * self.size
+  local shift, s1, s2, lag, first, prev = nil, 0.0, 0.0, 0.0, 0.0, 0.0
+  for j = 1, k do
+    local s = 0.0
+    for i = (j - 1) * merge + 1, j * merge do s = s + sums[i] end
+    local y = s / length
+    shift = shift or y
+    y = y - shift
+    s1, s2 = s1 + y, s2 + y * y
+    if j > 1 then lag = lag + y * prev else first = y end
+    prev = y
+  end
+  local mean = s1 / k
+  local squares = s2 - k * mean * mean
+  if squares <= 0 then return 0.0, 0.0 end
+  -- sum over j >= 2 of (y_j - mean)(y_{j-1} - mean)
+  local cross = lag - mean * ((s1 - first) + (s1 - prev)) + (k - 1) * mean * mean
+  return squares / (k - 1) * length, cross / squares
+end
+
+-- The interval of the mean: fields mean, lo, hi, half (absolute half-width),
+-- batches and batch_size set in out (a table the caller keeps), or nil when
+-- there is none yet. t: the t_table of the confidence.
+function Batches:interval(t, out)
+  local full, size = self.full, self.size
+  local k, b, v
+  if full >= 4 * M.BATCHES then
+    local m = 4
+    while full // (2 * m) >= M.BATCHES do m = 2 * m end
+    k = full // m
+    local r1
+    v, r1 = self:level(m, k)
+    if r1 > M.INDEPENDENCE_Z / math.sqrt(k) then return nil end
+    local grew = self:level(m // 2, full // (m // 2)) - self:level(m // 4, full // (m // 4))
+    if grew > 0 then v = v + grew end
+    b = m * size
+  elseif size == 1 and full >= M.SMALL_BATCHES then
+    local r1
+    k, b = full, 1
+    v, r1 = self:level(1, k)
+    if r1 > M.INDEPENDENCE_Z / math.sqrt(k) then return nil end
+  else
+    return nil
+  end
+  local mean = self:mean()
+  local half = t[k - 1] * math.sqrt(v / self.n)
+  out.mean, out.lo, out.hi, out.half, out.batches, out.batch_size = mean, mean - half, mean + half, half, k, b
+  return out
+end
+
+-- The interval of samples[1..n] (a fresh accumulator fed in order), or nil.
+function M.interval(samples, n, confidence)
+  local b = M.batches()
+  for i = 1, n do b:add(samples[i]) end
+  return b:interval(M.t_table(confidence), {confidence = confidence})
+end
+
+-- --- the median's interval, at the end --------------------------------------------------
+
+local function median_of(a, first, last)
+  local part = table.move(a, first, last, 1, {})
+  table.sort(part)
+  local n = #part
+  return n % 2 == 1 and part[(n + 1) // 2] or (part[n // 2] + part[n // 2 + 1]) / 2
+end
+
+-- The median of samples[1..n] and its interval by sectioning: the samples
+-- cut into `sections` contiguous runs (as many as the mean's batches);
+-- the median of all of them +- t * sd(the runs' medians) / sqrt(sections).
+-- Made once at the end (it sorts copies), never in the sample loop.
+-- Returns median, lo, hi; nil when sections < 2 or n < sections.
+function M.median_interval(samples, n, sections, confidence)
+  if not sections or sections < 2 or n < sections then return nil end
+  local median = median_of(samples, 1, n)
+  local run = n // sections
+  local medians, sum = {}, 0.0
+  for j = 1, sections do
+    medians[j] = median_of(samples, (j - 1) * run + 1, j * run)
+    sum = sum + medians[j]
+  end
+  local mean, squares = sum / sections, 0.0
+  for j = 1, sections do squares = squares + (medians[j] - mean) ^ 2 end
+  local half = M.t_quantile((1 + confidence) / 2, sections - 1) * math.sqrt(squares / (sections - 1) / sections)
+  return median, median - half, median + half
+end
+
+return M
