@@ -557,6 +557,7 @@ void cl_open_tensormap(lua_State *L);
 void cl_open_foreign(lua_State *L);
 void cl_open_dlpack(lua_State *L);      /* v:to_dlpack, cuda.from_dlpack (dlpack.c) */
 void cl_open_host_register(lua_State *L);
+void cl_open_hold(lua_State *L);      /* cuda.hold_begin, cuda.hold_end (hold.c) */
 /* cuda.launch's hook (tensormap.c): for a cuda.TensorMap (metatable mt,
  * userdata ud) its 128-byte descriptor, and in *buf the buffer it encodes
  * (NULL when the map is closed); NULL for any other value. Runs no Lua

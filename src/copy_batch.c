@@ -338,6 +338,7 @@ static int cuda_copy_batch(lua_State *L)
   /* Issued as pairs, a copy the driver finishes before it returns would
    * wait for ever behind a pending host function: wait for the stream
    * first, as buf:copy_to does (stream.h) */
+  cl_copy_break_hold(st, s.at_once, "cuMemcpyBatchAsync (pageable memory)");
   if (cl_hostfunc_outstanding > 0 && !batch_mode(st) && cl_copy_wait_if_at_once(L, st, s.at_once)) {
     st = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);   /* the wait ran Lua: check everything again */
     check_all(L, st, &s, n);

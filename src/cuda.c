@@ -59,5 +59,6 @@ int luaopen_cuda(lua_State *L)
   cl_open_foreign(L);
   cl_open_dlpack(L);
   cl_open_host_register(L);
+  cl_open_hold(L);
   return 1;
 }

@@ -269,6 +269,7 @@ static int device_eq(lua_State *L)
 
 static int cc_tostring(lua_State *L)
 {
+  luaL_checktype(L, 1, LUA_TTABLE);
   lua_getfield(L, 1, "major");
   lua_getfield(L, 1, "minor");
   lua_pushfstring(L, "%d.%d", (int)lua_tointeger(L, -2), (int)lua_tointeger(L, -1));
@@ -470,6 +471,7 @@ static int properties_next(lua_State *L)
 
 static int properties_pairs(lua_State *L)
 {
+  luaL_checktype(L, 1, LUA_TTABLE);
   lua_pushcfunction(L, properties_next);
   lua_pushvalue(L, 1);
   lua_pushnil(L);
@@ -565,6 +567,13 @@ static int device_fields(lua_State *L)
 
 static int sentinel_gc(lua_State *L)
 {
+  /* A script may call it on anything (debug.getregistry): only the
+   * sentinel releases the contexts. */
+  lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL);
+  int own = lua_type(L, 1) == LUA_TUSERDATA && lua_rawequal(L, 1, -1);
+  lua_pop(L, 1);
+  if (!own)
+    return 0;
   /* Every holder of a host function was finalized before (they are
    * newer), so no call of this state is outstanding: the releases
    * deferred behind them can wait for the GPU now, in a live context. */

@@ -333,10 +333,13 @@ static void delete_versioned(DLManagedTensorVersioned *self)
   export_delete(self->manager_ctx);
 }
 
+/* The sentinel's finalizer; a script may reach it (debug.getregistry):
+ * on anything but the sentinel it does nothing. */
 static int hub_gc(lua_State *L)
 {
-  Hub **hp = lua_touserdata(L, 1);
-  if (*hp) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &hub_key);
+  Hub **hp = lua_type(L, 1) == LUA_TUSERDATA && lua_rawequal(L, 1, -1) ? lua_touserdata(L, 1) : NULL;
+  if (hp && *hp) {
     (*hp)->closed = 1;
     hub_drop(*hp);
     *hp = NULL;

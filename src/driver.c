@@ -5,6 +5,7 @@
  * and explains itself on machines without one. Every entry point comes from
  * cuGetProcAddress at the ABI version of the cuda.h we were built with. */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,53 @@
 #include "handle.h"
 
 struct cl_DriverAPI cl_driver;
+
+/* --- the hold (driver.h): one per process, as the driver is ------------------ */
+
+_Atomic int cl_hold_spinning, cl_holding;
+static volatile int *_Atomic hold_flag;
+static const int *hold_flag_closed;
+static const char *_Atomic hold_breaker;
+
+int cl_hold_begin(volatile int *flag, const int *closed)
+{
+  int off = 0;
+  if (!atomic_compare_exchange_strong(&cl_holding, &off, 1))
+    return 0;
+  hold_breaker = NULL;
+  hold_flag_closed = closed;
+  hold_flag = flag;
+  cl_hold_spinning = 1;
+  return 1;
+}
+
+/* The flag is pinned host memory the kernel polls: the store is seen
+ * there within microseconds, and the fence puts it before the wait. */
+static void let_go(const char *api)
+{
+  volatile int *flag = atomic_exchange(&hold_flag, NULL);
+  cl_hold_spinning = 0;
+  if (!flag)
+    return;
+  if (!*hold_flag_closed)
+    *flag = 1;
+  atomic_thread_fence(memory_order_seq_cst);
+  hold_breaker = api;
+}
+
+void cl_hold_break(const char *api)
+{
+  let_go(api);
+}
+
+const char *cl_hold_end(void)
+{
+  let_go(NULL);
+  const char *breaker = hold_breaker;
+  hold_breaker = NULL;
+  cl_holding = 0;
+  return breaker;
+}
 /* The context this thread last made current through us (cl_device_activate). */
 __thread CUcontext cl_current_ctx;
 

@@ -118,8 +118,66 @@ static inline void cl_check(lua_State *L, CUresult r, const char *api)
     cl_raise(L, r, api);
 }
 
-#define CL_TRY(L, name, args) cl_check((L), cl_driver.p_##name args, #name)
-#define CL_CALL(name, args) (cl_driver.p_##name args)
+/* --- a stream held by a blocking kernel -------------------------------------
+ *
+ * cuda.bench queues a kernel that spins until the host writes a flag, then
+ * queues the work behind it (NVBench's blocking kernel). A driver call that
+ * waits for the GPU, made while the kernel spins, waits for the kernel, so
+ * until it times out. While a hold is on (cl_hold_begin, in hold.c's
+ * cuda.hold_begin), every call that may wait first lets the kernel go: it
+ * writes the flag and is named as the call that broke the hold. Releases
+ * (frees, unloads, destroys: lifetimes.c) are deferred until the hold ends,
+ * so that a finalizer run by the collector in the window breaks nothing.
+ *
+ * Which calls may wait is decided here, at compile time: CL_TRY and CL_CALL
+ * of any other entry point test nothing. Copies into pageable memory wait
+ * too; copy code breaks the hold for them (stream.h). */
+#define CL_DRIVER_MAY_WAIT(X)                                                \
+  X(cuCtxSynchronize) X(cuStreamSynchronize) X(cuEventSynchronize)          \
+  X(cuMemFree) X(cuMemFreeHost) X(cuMemAlloc) X(cuMemAllocManaged)          \
+  X(cuMemHostAlloc) X(cuMemHostRegister) X(cuMemHostUnregister)             \
+  X(cuMemAllocFromPoolAsync) X(cuMemAllocAsync) X(cuMemPoolTrimTo)          \
+  X(cuMemPoolDestroy) X(cuLibraryLoadData) X(cuLibraryUnload)               \
+  X(cuKernelGetFunction) X(cuArray3DCreate) X(cuArrayDestroy)               \
+  X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuGraphInstantiateWithFlags)     \
+  X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuIpcOpenMemHandle)            \
+  X(cuIpcCloseMemHandle) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)         \
+  X(cuMemUnmap) X(cuDeviceGraphMemTrim) X(cuDevicePrimaryCtxRetain)         \
+  X(cuDevicePrimaryCtxRelease) X(cuMemPoolImportPointer)
+
+#define CL_API_ID(name) CL_API_ID_##name,
+#define CL_API_ID_AT(name, version) CL_API_ID_##name,
+enum { CL_DRIVER_API(CL_API_ID) CL_DRIVER_API_AT(CL_API_ID_AT) CL_API_COUNT };
+#define CL_API_WAITS(name) [CL_API_ID_##name] = 1,
+/* A constant table: cl_api_may_wait[CL_API_ID_x] folds to 0 or 1. */
+static const unsigned char cl_api_may_wait[CL_API_COUNT] __attribute__((unused)) = {CL_DRIVER_MAY_WAIT(CL_API_WAITS)};
+
+/* Nonzero while a blocking kernel spins behind a hold (driver.c). */
+extern _Atomic int cl_hold_spinning;
+/* Nonzero from cl_hold_begin to cl_hold_end, broken or not. */
+extern _Atomic int cl_holding;
+
+/* Start a hold on the kernel that spins until *flag != 0; 0 when one is on
+ * already. closed: the flag memory's closed word; the flag is written only
+ * while it is 0 (a host buffer closed in the window is freed memory). */
+int cl_hold_begin(volatile int *flag, const int *closed);
+/* Let the kernel go (write the flag) and name api as the call that did. */
+void cl_hold_break(const char *api);
+/* End the hold, letting the kernel go; the call that broke it, or NULL. */
+const char *cl_hold_end(void);
+
+static inline void cl_hold_check(int may_wait, const char *api)
+{
+  if (may_wait && cl_hold_spinning)
+    cl_hold_break(api);
+}
+
+/* name is pasted, never expanded (cuda.h renames cuMemFree to cuMemFree_v2) */
+#define CL_TRY(L, name, args)                                                 \
+  (cl_hold_check(cl_api_may_wait[CL_API_ID_##name], #name),                   \
+   cl_check((L), cl_driver.p_##name args, #name))
+#define CL_CALL(name, args) \
+  (cl_hold_check(cl_api_may_wait[CL_API_ID_##name], #name), cl_driver.p_##name args)
 
 /* Registers cuda.Error and the driver's module functions. */
 void cl_open_driver(lua_State *L);

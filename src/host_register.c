@@ -314,7 +314,9 @@ static void flush_unregistrations(lua_State *L)
  * function is outstanding (then the driver keeps it until the process ends). */
 static int pending_gc(lua_State *L)
 {
-  if (cl_hostfunc_outstanding == 0) {
+  lua_getfield(L, LUA_REGISTRYINDEX, PENDING);
+  int own = lua_istable(L, 1) && lua_rawequal(L, 1, -1);   /* a script may call it on anything */
+  if (own && cl_hostfunc_outstanding == 0) {
     lua_settop(L, 1);
     unregister_all(L);
   }

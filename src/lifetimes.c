@@ -200,7 +200,7 @@ void cl_graph_refs_release(lua_State *L, int hi)
 
 static int refs_gc(lua_State *L)
 {
-  cl_capture_ended(lua_touserdata(L, 1));   /* a capture nothing can end any more */
+  cl_capture_ended(luaL_checkudata(L, 1, CL_GRAPHREFS));   /* a capture nothing can end any more */
   cl_graph_refs_release(L, 1);
   return 0;
 }
@@ -396,7 +396,7 @@ void cl_run_quiet_work(lua_State *L)
 
 void cl_release_deferred(void)
 {
-  if (cl_releases_deferred == 0 || cl_captures_in_flight > 0)
+  if (cl_releases_deferred == 0 || cl_captures_in_flight > 0 || cl_holding)
     return;
   pthread_mutex_lock(&deferred_lock);
   Deferred *list = deferred_head;
@@ -422,12 +422,13 @@ static int may_wait(cl_ReleaseOp op)
   return op != CL_DESTROY_POOL;
 }
 
-/* Release now, or defer: while a capture is in flight, and while a host
- * function is outstanding (for a release that may wait, or any while
- * others wait in the list). */
+/* Release now, or defer: while a capture is in flight, while a stream is
+ * held by a blocking kernel (driver.h: a release would let it go, or wait
+ * for it), and while a host function is outstanding (for a release that
+ * may wait, or any while others wait in the list). */
 void cl_release(cl_ReleaseOp op, CUcontext ctx, CUdeviceptr p, CUmemoryPool pool)
 {
-  if (cl_captures_in_flight > 0 ||
+  if (cl_captures_in_flight > 0 || cl_holding ||
       (cl_hostfunc_outstanding > 0 && (may_wait(op) || cl_releases_deferred > 0))) {
     Deferred *d = malloc(sizeof *d);
     if (d) {

@@ -264,7 +264,7 @@ typedef struct Job {
 
 static int job_gc(lua_State *L)
 {
-  Job *job = lua_touserdata(L, 1);
+  Job *job = luaL_checkudata(L, 1, LINK_JOB);   /* getmetatable(x).__gc(other) reaches it too */
   free(job->reply.data);
   free(job->said.data);
   job->reply.data = job->said.data = NULL;

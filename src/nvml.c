@@ -18,7 +18,14 @@
  * handles stay valid while any holder remains: a field read after the last
  * one (a finalizer at lua_close) gets nil and a reason, never a stale
  * handle. No NVML handle can be closed by Lua, so nothing here has a check
- * that Lua could undo before its use (HACKING.md). */
+ * that Lua could undo before its use (HACKING.md).
+ *
+ * NVML is trusted no further than a driver: a string it fills is read to
+ * the end of its buffer at most, NUL or not, and every number it reports
+ * is checked against what a GPU can report (the ranges below) before any
+ * arithmetic; one outside is unknown (nil and the reason) or, where a
+ * function must answer, refused in one sentence. */
+#include <ctype.h>
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -149,10 +156,17 @@ static void load(void)
 
 static int state_key;   /* its address: the registry key of this state's hold */
 
-/* The hold's finalizer: the Lua state closes. */
+/* The hold's finalizer: the Lua state closes. Reachable from a script
+ * (debug.getregistry), it acts on this state's hold only, once. */
 static int hold_gc(lua_State *L)
 {
-  (void)L;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &state_key);
+  int own = lua_type(L, 1) == LUA_TUSERDATA && lua_rawequal(L, 1, -1);
+  lua_pop(L, 1);
+  unsigned char *released = own ? lua_touserdata(L, 1) : NULL;
+  if (released == NULL || *released)
+    return 0;
+  *released = 1;
   if (atomic_fetch_sub(&nvml_holders, 1) == 1)
     nvml.nvmlShutdown();
   return 0;
@@ -172,7 +186,7 @@ static int nvml_open(lua_State *L, char *why, size_t size)
       return 1;
     nvmlReturn_t r = nvml.nvmlInit_v2();
     if (r == NVML_SUCCESS) {
-      lua_newuserdatauv(L, 1, 0);
+      *(unsigned char *)lua_newuserdatauv(L, 1, 0) = 0;   /* released: not yet */
       lua_createtable(L, 0, 1);
       lua_pushcfunction(L, hold_gc);
       lua_setfield(L, -2, "__gc");
@@ -251,6 +265,58 @@ static int failed(lua_State *L, const char *api, nvmlReturn_t r)
       return failed((L), #name, r_);                    \
   } while (0)
 
+/* What a GPU can report: a reading outside its range is a broken or
+ * hostile NVML's, never arithmetic's input. The bounds keep every product
+ * below within int64 (peak bandwidth: 2 x 100000 MHz x 10^6 x 8192 bytes,
+ * 1.6e18) and every PCIe rate far below 2^63. */
+typedef struct { lua_Integer lo, hi; const char *what; } Range;
+static const Range clock_range = {1, 100000, "a clock in MHz"};
+static const Range bus_range = {8, 65536, "a memory bus width in bits"};
+static const Range gen_range = {1, 32, "a PCIe generation"};
+static const Range lanes_range = {1, 64, "a PCIe link width in lanes"};
+static const Range temperature_range = {0, 250, "a temperature in C"};
+static const Range power_range = {0, 10000000, "a power in mW"};
+static const Range limit_range = {1, 10000000, "a power limit in mW"};
+static const Range percent_range = {0, 100, "a utilization in %"};
+static const Range index_range = {0, 65535, "a device index"};
+static const Range count_range = {0, 65536, "a device count"};
+static const Range cuda_range = {1000, 999999, "a CUDA version (1000 x major + 10 x minor)"};
+static const Range feature_range = {0, 1, "a feature state (0 or 1)"};
+static const Range mode_range = {0, 255, "a compute mode"};
+static const Range link_state_range = {0, 1, "an NVLink state (0 or 1)"};
+
+/* Whether v, a reading of api, is in r; else 0 and the reason pushed. */
+static int in_range(lua_State *L, const char *api, lua_Integer v, const Range *r)
+{
+  if (v >= r->lo && v <= r->hi)
+    return 1;
+  lua_pushfstring(L, "%s reported %I, which is not %s (%I to %I)", api, v, r->what, r->lo, r->hi);
+  return 0;
+}
+
+/* ... as a reading function's return: the reason, from the function */
+#define NVML_CHECK(L, name, v, range)                   \
+  do {                                                  \
+    if (!in_range((L), #name, (v), (range)))            \
+      return 0;                                         \
+  } while (0)
+
+/* Push v, a reading of api, where it is in r (1); else the reason (0). */
+static int push_reading(lua_State *L, const char *api, lua_Integer v, const Range *r)
+{
+  if (!in_range(L, api, v, r))
+    return 0;
+  lua_pushinteger(L, v);
+  return 1;
+}
+
+/* Push the string NVML filled into buf: at most its size bytes, for a
+ * broken NVML may fill it to the end without a NUL. */
+static void push_filled(lua_State *L, const char *buf, size_t size)
+{
+  lua_pushlstring(L, buf, strnlen(buf, size));
+}
+
 typedef struct cl_NvmlDevice {
   nvmlDevice_t handle;
   int ordinal;                  /* the CUDA device's */
@@ -260,24 +326,21 @@ static int read_clock(lua_State *L, cl_NvmlDevice *nd, int kind)
 {
   unsigned int mhz = 0;
   NVML_READ(L, nvmlDeviceGetClockInfo, (nd->handle, kind, &mhz));
-  lua_pushinteger(L, mhz);
-  return 1;
+  return push_reading(L, "nvmlDeviceGetClockInfo", mhz, &clock_range);
 }
 
 static int read_max_clock(lua_State *L, cl_NvmlDevice *nd, int kind)
 {
   unsigned int mhz = 0;
   NVML_READ(L, nvmlDeviceGetMaxClockInfo, (nd->handle, kind, &mhz));
-  lua_pushinteger(L, mhz);
-  return 1;
+  return push_reading(L, "nvmlDeviceGetMaxClockInfo", mhz, &clock_range);
 }
 
 static int read_application_clock(lua_State *L, cl_NvmlDevice *nd, int kind)
 {
   unsigned int mhz = 0;
   NVML_READ(L, nvmlDeviceGetApplicationsClock, (nd->handle, kind, &mhz));
-  lua_pushinteger(L, mhz);
-  return 1;
+  return push_reading(L, "nvmlDeviceGetApplicationsClock", mhz, &clock_range);
 }
 
 /* The clock-event (throttle) reasons of nvml.h's bit mask, in cuda.core's
@@ -318,24 +381,22 @@ static int read_temperature(lua_State *L, cl_NvmlDevice *nd)
   if (nvml.nvmlDeviceGetTemperatureV) {
     nvmlTemperature_t t = {NVML_TEMPERATURE_V1, 0, 0};
     nvmlReturn_t r = nvml.nvmlDeviceGetTemperatureV(nd->handle, &t);
-    if (r == NVML_SUCCESS) {
-      lua_pushinteger(L, t.temperature);
-      return 1;
-    }
+    if (r == NVML_SUCCESS)
+      return push_reading(L, "nvmlDeviceGetTemperatureV", t.temperature, &temperature_range);
     if (r != NVML_ERROR_ARGUMENT_VERSION_MISMATCH && r != NVML_ERROR_FUNCTION_NOT_FOUND &&
         r != NVML_ERROR_NOT_SUPPORTED)
       return failed(L, "nvmlDeviceGetTemperatureV", r);
   }
   unsigned int c = 0;   /* the older call (deprecated in CUDA 13) */
   NVML_READ(L, nvmlDeviceGetTemperature, (nd->handle, 0, &c));
-  lua_pushinteger(L, c);
-  return 1;
+  return push_reading(L, "nvmlDeviceGetTemperature", c, &temperature_range);
 }
 
 static int read_power_usage(lua_State *L, cl_NvmlDevice *nd)
 {
   unsigned int mw = 0;
   NVML_READ(L, nvmlDeviceGetPowerUsage, (nd->handle, &mw));
+  NVML_CHECK(L, nvmlDeviceGetPowerUsage, mw, &power_range);
   lua_pushnumber(L, mw / 1000.0);
   return 1;
 }
@@ -344,6 +405,7 @@ static int read_power_limit(lua_State *L, cl_NvmlDevice *nd)
 {
   unsigned int mw = 0;
   NVML_READ(L, nvmlDeviceGetEnforcedPowerLimit, (nd->handle, &mw));
+  NVML_CHECK(L, nvmlDeviceGetEnforcedPowerLimit, mw, &limit_range);
   lua_pushnumber(L, mw / 1000.0);
   return 1;
 }
@@ -352,6 +414,8 @@ static int read_utilization(lua_State *L, cl_NvmlDevice *nd)
 {
   nvmlUtilization_t u = {0, 0};
   NVML_READ(L, nvmlDeviceGetUtilizationRates, (nd->handle, &u));
+  NVML_CHECK(L, nvmlDeviceGetUtilizationRates, u.gpu, &percent_range);
+  NVML_CHECK(L, nvmlDeviceGetUtilizationRates, u.memory, &percent_range);
   lua_createtable(L, 0, 2);
   lua_pushinteger(L, u.gpu);
   lua_setfield(L, -2, "gpu");
@@ -372,6 +436,8 @@ static double pcie_lane_rate(unsigned int gen)
   return gts[gen] * 1e9 * encoding / 8;
 }
 
+/* rate: the link's bytes per second; gen and width are in their ranges,
+ * so it is below 2^40 and converts exactly. */
 static void set_link_rate(lua_State *L, const char *key, unsigned int gen, unsigned int width)
 {
   double rate = pcie_lane_rate(gen) * width;
@@ -381,41 +447,70 @@ static void set_link_rate(lua_State *L, const char *key, unsigned int gen, unsig
   }
 }
 
+typedef nvmlReturn_t (*cl_NvmlUintFn)(nvmlDevice_t, unsigned int *);
+
+/* Read an unsigned reading of api with fn into *v: 1 where it worked and
+ * r admits it, else 0 and the reason pushed. */
+static int read_uint(lua_State *L, cl_NvmlUintFn fn, const char *api, nvmlDevice_t h,
+                     unsigned int *v, const Range *r)
+{
+  if (!fn)
+    return missing(L, api);
+  nvmlReturn_t rc = fn(h, v);
+  if (rc != NVML_SUCCESS)
+    return failed(L, api, rc);
+  return in_range(L, api, *v, r);
+}
+
+/* The four readings NVML gives of the link, each where it has it; nil and
+ * the current generation's reason where it has none. */
 static int read_pcie(lua_State *L, cl_NvmlDevice *nd)
 {
-  unsigned int v[4] = {0, 0, 0, 0};
-  nvmlReturn_t r[4] = {NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_FUNCTION_NOT_FOUND,
-                       NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_FUNCTION_NOT_FOUND};
-  if (nvml.nvmlDeviceGetCurrPcieLinkGeneration)
-    r[0] = nvml.nvmlDeviceGetCurrPcieLinkGeneration(nd->handle, &v[0]);
-  if (nvml.nvmlDeviceGetCurrPcieLinkWidth)
-    r[1] = nvml.nvmlDeviceGetCurrPcieLinkWidth(nd->handle, &v[1]);
-  if (nvml.nvmlDeviceGetMaxPcieLinkGeneration)
-    r[2] = nvml.nvmlDeviceGetMaxPcieLinkGeneration(nd->handle, &v[2]);
-  if (nvml.nvmlDeviceGetMaxPcieLinkWidth)
-    r[3] = nvml.nvmlDeviceGetMaxPcieLinkWidth(nd->handle, &v[3]);
-  if (r[0] != NVML_SUCCESS && r[1] != NVML_SUCCESS && r[2] != NVML_SUCCESS && r[3] != NVML_SUCCESS)
-    return nvml.nvmlDeviceGetCurrPcieLinkGeneration
-           ? failed(L, "nvmlDeviceGetCurrPcieLinkGeneration", r[0])
-           : missing(L, "nvmlDeviceGetCurrPcieLinkGeneration");
+  static const char *const apis[4] = {
+    "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
+    "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth"
+  };
   static const char *const keys[4] = {"generation", "width", "max_generation", "max_width"};
+  const cl_NvmlUintFn fns[4] = {
+    nvml.nvmlDeviceGetCurrPcieLinkGeneration, nvml.nvmlDeviceGetCurrPcieLinkWidth,
+    nvml.nvmlDeviceGetMaxPcieLinkGeneration, nvml.nvmlDeviceGetMaxPcieLinkWidth
+  };
+  unsigned int v[4] = {0, 0, 0, 0};
+  int ok[4], any = 0;
+  for (int k = 3; k >= 0; k--) {   /* the current generation's reason is left on top */
+    ok[k] = read_uint(L, fns[k], apis[k], nd->handle, &v[k], k % 2 ? &lanes_range : &gen_range);
+    if (!ok[k] && k > 0)
+      lua_pop(L, 1);
+    any |= ok[k];
+  }
+  if (!any)
+    return 0;
+  if (!ok[0])
+    lua_pop(L, 1);
   lua_createtable(L, 0, 6);
   for (int k = 0; k < 4; k++)
-    if (r[k] == NVML_SUCCESS) {
+    if (ok[k]) {
       lua_pushinteger(L, v[k]);
       lua_setfield(L, -2, keys[k]);
     }
-  if (r[0] == NVML_SUCCESS && r[1] == NVML_SUCCESS)
+  if (ok[0] && ok[1])
     set_link_rate(L, "rate", v[0], v[1]);
-  if (r[2] == NVML_SUCCESS && r[3] == NVML_SUCCESS)
+  if (ok[2] && ok[3])
     set_link_rate(L, "max_rate", v[2], v[3]);
   return 1;
+}
+
+static int read_bus_bits(lua_State *L, cl_NvmlDevice *nd, unsigned int *bits)
+{
+  return read_uint(L, nvml.nvmlDeviceGetMemoryBusWidth, "nvmlDeviceGetMemoryBusWidth", nd->handle,
+                   bits, &bus_range);
 }
 
 static int read_memory_bus_width(lua_State *L, cl_NvmlDevice *nd)
 {
   unsigned int bits = 0;
-  NVML_READ(L, nvmlDeviceGetMemoryBusWidth, (nd->handle, &bits));
+  if (!read_bus_bits(L, nd, &bits))
+    return 0;
   lua_pushinteger(L, bits);
   return 1;
 }
@@ -426,9 +521,11 @@ static int read_memory_bus_width(lua_State *L, cl_NvmlDevice *nd)
 static int read_peak_memory_bandwidth(lua_State *L, cl_NvmlDevice *nd)
 {
   unsigned int bits = 0, mhz = 0;
-  NVML_READ(L, nvmlDeviceGetMemoryBusWidth, (nd->handle, &bits));
+  if (!read_bus_bits(L, nd, &bits))
+    return 0;
   NVML_READ(L, nvmlDeviceGetMaxClockInfo, (nd->handle, NVML_CLOCK_MEM, &mhz));
-  lua_pushinteger(L, 2 * (lua_Integer)mhz * 1000000 * (bits / 8));
+  NVML_CHECK(L, nvmlDeviceGetMaxClockInfo, mhz, &clock_range);
+  lua_pushinteger(L, 2 * (lua_Integer)mhz * 1000000 * (bits / 8));   /* < 2^61: the ranges */
   return 1;
 }
 
@@ -436,6 +533,7 @@ static int read_ecc(lua_State *L, cl_NvmlDevice *nd)
 {
   int current = 0, pending = 0;
   NVML_READ(L, nvmlDeviceGetEccMode, (nd->handle, &current, &pending));
+  NVML_CHECK(L, nvmlDeviceGetEccMode, current, &feature_range);
   lua_pushboolean(L, current == 1);   /* NVML_FEATURE_ENABLED */
   return 1;
 }
@@ -444,6 +542,7 @@ static int read_persistence_mode(lua_State *L, cl_NvmlDevice *nd)
 {
   int mode = 0;
   NVML_READ(L, nvmlDeviceGetPersistenceMode, (nd->handle, &mode));
+  NVML_CHECK(L, nvmlDeviceGetPersistenceMode, mode, &feature_range);
   lua_pushboolean(L, mode == 1);
   return 1;
 }
@@ -454,7 +553,8 @@ static int read_compute_mode(lua_State *L, cl_NvmlDevice *nd)
                                       "exclusive_process"};
   int mode = 0;
   NVML_READ(L, nvmlDeviceGetComputeMode, (nd->handle, &mode));
-  if (mode >= 0 && mode < 4)
+  NVML_CHECK(L, nvmlDeviceGetComputeMode, mode, &mode_range);
+  if (mode < 4)
     lua_pushstring(L, modes[mode]);
   else
     lua_pushfstring(L, "mode_%d", mode);
@@ -465,13 +565,15 @@ static int read_mig_mode(lua_State *L, cl_NvmlDevice *nd)
 {
   unsigned int current = 0, pending = 0;
   NVML_READ(L, nvmlDeviceGetMigMode, (nd->handle, &current, &pending));
+  NVML_CHECK(L, nvmlDeviceGetMigMode, current, &feature_range);
   lua_pushboolean(L, current == 1);   /* NVML_DEVICE_MIG_ENABLE */
   return 1;
 }
 
 /* One boolean (active) per link the device has: NVML answers for links up
- * to NVML_NVLINK_MAX_LINKS and refuses the first one past the device's.
- * A device without NVLink (NOT_SUPPORTED at link 0) has an empty list. */
+ * to NVML_NVLINK_MAX_LINKS and refuses the first one past the device's
+ * (INVALID_ARGUMENT). A device without NVLink (NOT_SUPPORTED at link 0)
+ * has an empty list; any other failure leaves the list unknown, not short. */
 static int read_nvlink(lua_State *L, cl_NvmlDevice *nd)
 {
   int active[NVML_NVLINK_MAX_LINKS];
@@ -482,10 +584,11 @@ static int read_nvlink(lua_State *L, cl_NvmlDevice *nd)
     int state = 0;
     nvmlReturn_t r = nvml.nvmlDeviceGetNvLinkState(nd->handle, n, &state);
     if (r != NVML_SUCCESS) {
-      if (n == 0 && r != NVML_ERROR_NOT_SUPPORTED && r != NVML_ERROR_INVALID_ARGUMENT)
+      if (r != NVML_ERROR_NOT_SUPPORTED && r != NVML_ERROR_INVALID_ARGUMENT)
         return failed(L, "nvmlDeviceGetNvLinkState", r);
       break;
     }
+    NVML_CHECK(L, nvmlDeviceGetNvLinkState, state, &link_state_range);
     active[n] = state == 1;
   }
   lua_createtable(L, (int)n, 0);
@@ -500,7 +603,7 @@ static int read_name(lua_State *L, cl_NvmlDevice *nd)
 {
   char s[NVML_BUFFER_SIZE] = "";
   NVML_READ(L, nvmlDeviceGetName, (nd->handle, s, sizeof s));
-  lua_pushstring(L, s);
+  push_filled(L, s, sizeof s);
   return 1;
 }
 
@@ -508,7 +611,7 @@ static int read_uuid(lua_State *L, cl_NvmlDevice *nd)
 {
   char s[NVML_BUFFER_SIZE] = "";
   NVML_READ(L, nvmlDeviceGetUUID, (nd->handle, s, sizeof s));
-  lua_pushstring(L, s);
+  push_filled(L, s, sizeof s);
   return 1;
 }
 
@@ -517,8 +620,7 @@ static int read_pci_bus_id(lua_State *L, cl_NvmlDevice *nd)
   nvmlPciInfo_t pci;
   memset(&pci, 0, sizeof pci);
   NVML_READ(L, nvmlDeviceGetPciInfo_v3, (nd->handle, &pci));
-  pci.busId[sizeof pci.busId - 1] = '\0';
-  lua_pushstring(L, pci.busId);
+  push_filled(L, pci.busId, sizeof pci.busId);
   return 1;
 }
 
@@ -526,8 +628,7 @@ static int read_index(lua_State *L, cl_NvmlDevice *nd)
 {
   unsigned int index = 0;
   NVML_READ(L, nvmlDeviceGetIndex, (nd->handle, &index));
-  lua_pushinteger(L, index);
-  return 1;
+  return push_reading(L, "nvmlDeviceGetIndex", index, &index_range);
 }
 
 static int read_id(lua_State *L, cl_NvmlDevice *nd)
@@ -736,30 +837,35 @@ static int system_is_available(lua_State *L)
   return 2;
 }
 
-static unsigned int count_devices(void)
+/* Push NVML's device count (1), or the reason it has none (0). */
+static int read_count(lua_State *L)
 {
   unsigned int n = 0;
-  if (nvml.nvmlDeviceGetCount_v2(&n) != NVML_SUCCESS)
-    n = 0;
-  return n;
+  nvmlReturn_t r = nvml.nvmlDeviceGetCount_v2(&n);
+  if (r != NVML_SUCCESS)
+    return failed(L, "nvmlDeviceGetCount_v2", r);
+  return push_reading(L, "nvmlDeviceGetCount_v2", n, &count_range);
 }
 
-/* device_count(): 0 without NVML, as cuda.device_count() without a driver */
+/* device_count(): 0 without NVML, as cuda.device_count() without a
+ * driver, and where NVML cannot count */
 static int system_device_count(lua_State *L)
 {
   char why[512];
   cl_check_nargs(L, 0);
-  lua_pushinteger(L, nvml_open(L, why, sizeof why) ? count_devices() : 0);
+  if (nvml_open(L, why, sizeof why) && read_count(L))
+    return 1;
+  lua_pushinteger(L, 0);
   return 1;
 }
 
-/* get_num_devices(): cuda.core's name; it raises without NVML. */
+/* get_num_devices(): cuda.core's name; it raises without NVML and where
+ * NVML cannot count. */
 static int system_get_num_devices(lua_State *L)
 {
   cl_check_nargs(L, 0);
   nvml_check(L);
-  lua_pushinteger(L, count_devices());
-  return 1;
+  return read_count(L) ? 1 : lua_error(L);
 }
 
 typedef nvmlReturn_t (*cl_NvmlVersionFn)(char *, unsigned int);
@@ -773,24 +879,40 @@ static int read_version(lua_State *L, cl_NvmlVersionFn fn, const char *name)
   nvmlReturn_t r = fn(s, sizeof s);
   if (r != NVML_SUCCESS)
     return failed(L, name, r);
-  lua_pushstring(L, s);
+  push_filled(L, s, sizeof s);
   return 1;
 }
 
-/* Push the numbers of the dotted version string at -1, replacing it. */
-static int push_version_numbers(lua_State *L)
+static int not_a_version(lua_State *L, const char *name, int i)
+{
+  lua_pushfstring(L, "%s gave '%s', which is not a version", name, lua_tostring(L, i));
+  return lua_error(L);
+}
+
+/* Push the numbers of the dotted version string at -1, name's, replacing
+ * it: at most 8 numbers of digits only (no sign, no space: "580.65.06"
+ * gives 580, 65, 6), up to the first character that does not go on with
+ * one. A string that starts with no number, or a number past 9 digits,
+ * is not a version: it raises. */
+static int push_version_numbers(lua_State *L, const char *name)
 {
   const char *s = lua_tostring(L, -1);
   int n = 0;
-  while (*s && n < 8) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s)
-      break;
+  while (n < 8 && isdigit((unsigned char)*s)) {
+    lua_Integer v = 0;
+    for (int digits = 0; isdigit((unsigned char)*s); s++, digits++) {
+      if (digits == 9)
+        return not_a_version(L, name, -n - 1);
+      v = 10 * v + (*s - '0');
+    }
     lua_pushinteger(L, v);
     n++;
-    s = *end == '.' ? end + 1 : end;
+    if (*s != '.')
+      break;
+    s++;
   }
+  if (n == 0)
+    return not_a_version(L, name, -1);
   lua_remove(L, -n - 1);
   return n;
 }
@@ -806,7 +928,7 @@ static int system_get_driver_version(lua_State *L)
   if (kernel_mode) {
     if (!read_version(L, nvml.nvmlSystemGetDriverVersion, "nvmlSystemGetDriverVersion"))
       return lua_error(L);
-    return push_version_numbers(L);
+    return push_version_numbers(L, "nvmlSystemGetDriverVersion");
   }
   int v = 0;
   if (!nvml.nvmlSystemGetCudaDriverVersion_v2) {
@@ -816,6 +938,8 @@ static int system_get_driver_version(lua_State *L)
   nvmlReturn_t r = nvml.nvmlSystemGetCudaDriverVersion_v2(&v);
   if (r != NVML_SUCCESS)
     return raise_nvml(L, r, "nvmlSystemGetCudaDriverVersion_v2", "the CUDA driver's version");
+  if (!in_range(L, "nvmlSystemGetCudaDriverVersion_v2", v, &cuda_range))
+    return lua_error(L);
   lua_pushinteger(L, v / 1000);
   lua_pushinteger(L, v / 10 % 100);
   lua_pushinteger(L, v % 10);
@@ -828,14 +952,15 @@ static int system_get_nvml_version(lua_State *L)
   nvml_check(L);
   if (!read_version(L, nvml.nvmlSystemGetNVMLVersion, "nvmlSystemGetNVMLVersion"))
     return lua_error(L);
-  return push_version_numbers(L);
+  return push_version_numbers(L, "nvmlSystemGetNVMLVersion");
 }
 
 /* cuda.system.driver_version and .nvml_version: strings, nil without NVML. */
 static int system_index(lua_State *L)
 {
   char why[512];
-  const char *key = lua_tostring(L, 2);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
   int driver = key && strcmp(key, "driver_version") == 0;
   if (!driver && !(key && strcmp(key, "nvml_version") == 0))
     return 0;

@@ -48,6 +48,13 @@ static int nvtx_depth(lua_State *L)
   return 1;
 }
 
+/* The range value's __close (upvalue 1: the value): the range ends. On
+ * any other value (a script calling it through getmetatable) nothing. */
+static int nvtx_range_close(lua_State *L)
+{
+  return lua_rawequal(L, 1, lua_upvalueindex(1)) ? nvtx_range_pop(L) : 0;
+}
+
 /* cuda.nvtx.range(name): upvalue 1 is the shared to-be-closed value; it
  * carries nothing, each close pops one level, an error's close too, so the
  * range ends where the block does. */
@@ -71,7 +78,8 @@ void cl_open_nvtx(lua_State *L)
   luaL_setfuncs(L, functions, 0);
   lua_newuserdatauv(L, 0, 0);            /* the range value */
   lua_newtable(L);
-  lua_pushcfunction(L, nvtx_range_pop);
+  lua_pushvalue(L, -2);
+  lua_pushcclosure(L, nvtx_range_close, 1);
   lua_setfield(L, -2, "__close");
   lua_pushliteral(L, "cuda.nvtx.range");
   lua_setfield(L, -2, "__name");

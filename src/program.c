@@ -460,7 +460,7 @@ static void push_key(lua_State *L, int si, int ni, int oi, int target, int ei)
 /* An nvrtcProgram owned by a userdata, so a Lua error cannot leak it. */
 static int guard_gc(lua_State *L)
 {
-  nvrtcProgram *g = lua_touserdata(L, 1);
+  nvrtcProgram *g = luaL_checkudata(L, 1, NVRTC_GUARD);
   if (*g)
     CL_NVRTC(nvrtcDestroyProgram)(g);
   *g = NULL;

@@ -46,14 +46,24 @@ static inline int cl_copy_wait_if_at_once(lua_State *L, cl_Stream *s, int at_onc
   return 1;
 }
 
+/* Such a copy waits for a blocking kernel that holds its stream too: it
+ * lets the kernel go first (driver.h's hold), named as api. */
+static inline void cl_copy_break_hold(const cl_Stream *s, int at_once, const char *api)
+{
+  if (at_once && cl_hold_spinning && !cl_stream_capturing(s))
+    cl_hold_break(api);
+}
+
 /* The same for a copy from src into dst; src NULL: device memory (an
  * array's). */
 static inline int cl_copy_wait_first(lua_State *L, cl_Stream *s, const cl_MemoryResource *dst,
                                      const cl_MemoryResource *src)
 {
-  return cl_hostfunc_outstanding > 0 &&
-         cl_copy_wait_if_at_once(L, s, cl_copy_finishes_at_once(cl_copy_kind(dst),
-                                                                 src ? cl_copy_kind(src) : CL_MR_DEVICE));
+  if (cl_hostfunc_outstanding == 0 && !cl_hold_spinning)
+    return 0;
+  int at_once = cl_copy_finishes_at_once(cl_copy_kind(dst), src ? cl_copy_kind(src) : CL_MR_DEVICE);
+  cl_copy_break_hold(s, at_once, "cuMemcpyAsync (pageable memory)");
+  return cl_hostfunc_outstanding > 0 && cl_copy_wait_if_at_once(L, s, at_once);
 }
 
 #endif

@@ -3,14 +3,18 @@
 -- pattern (it names the problem). Rows marked device = true need a device:
 -- without one they skip, so the table runs twice, once as is (no GPU
 -- here: those rows skip) and once under the fake driver (every row).
--- A row marked todo = "reason" is a known bad message (TAP # TODO).
+-- A row marked todo = "reason" is a known bad message (TAP # TODO). One
+-- marked fake = true needs the fake driver (it steers it): it skips on a GPU.
+-- One marked clean = true may also raise nothing (it must not crash, and
+-- an error must still match); one marked ok = true must raise nothing.
 local t = require "tap"
 local cuda = require "cuda"
 
 local rows = {}
 local function row(desc, code, pattern, opts)
-  rows[#rows + 1] = {desc = desc, code = code, pattern = pattern, device = opts and opts.device,
-                     todo = opts and opts.todo}
+  opts = opts or {}
+  rows[#rows + 1] = {desc = desc, code = code, pattern = pattern, device = opts.device or opts.fake,
+                     fake = opts.fake, todo = opts.todo, clean = opts.clean, ok = opts.ok}
 end
 local function drow(desc, code, pattern, opts)
   opts = opts or {}
@@ -617,6 +621,15 @@ row("bench state: add_element_count negative", "local h = require('cuda.bench.ha
     "h.new_state(b, {}, {}, {}, nil, nil):add_element_count(-1)", "integer >= 0 expected")
 row("bench state: skip without a reason", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):skip()", "a reason string expected")
+-- the hold of a stream by cuda.bench's blocking kernel (src/hold.c)
+row("hold_begin: nothing", "cuda.hold_begin()", "cuda%.Buffer expected")
+row("hold_begin: a number", "cuda.hold_begin(4)", "cuda%.Buffer expected")
+drow("hold_begin: a closed buffer", "cuda.hold_begin(f.closed_buf)", "cuda%.Buffer is closed")
+drow("hold_begin: device memory", "cuda.hold_begin(f.dev.memory_resource:allocate(64, f.s))", "the host cannot read")
+drow("hold_begin: a slice", "cuda.hold_begin(f.buf:slice(0, 8))", "not a slice")
+drow("hold_begin: a buffer too small for the flag", "cuda.hold_begin(f.pinned:allocate(2))", "must hold an int32")
+drow("hold_begin: twice", "cuda.hold_begin(f.buf); local ok, e = pcall(cuda.hold_begin, f.buf); cuda.hold_end(); error(e)",
+     "a stream is held already")
 -- GraphDefinition (s:end_capture{instantiate = false})
 local DEF = "f.s:begin_capture(); local d = f.s:end_capture{instantiate = false}; "
 drow("end_capture: instantiate = 1", "f.s:end_capture{instantiate = 1}", "field 'instantiate' must be a boolean")
@@ -681,24 +694,106 @@ drow("to_dlpack: unknown option", "f.v:to_dlpack{flags = 1}", "unknown option 'f
 drow("to_dlpack: a closed view", "local b = f.pinned:allocate(8); local v = b:view('uint8'); b:close(); v:to_dlpack()", "closed")
 drow("to_dlpack: read-only as legacy", "cuda.StridedMemoryView{ptr = f.buf.ptr, dtype = 'uint8', shape = 4, readonly = true}:to_dlpack()", "read%-only")
 drow("to_dlpack: not a view", "f.v.to_dlpack(f.buf)", "cuda%.View expected")
--- metamethods on the wrong types
+-- cuda.system against a hostile fake NVML (t/fake/nvml.c's hostile modes):
+-- where a function must answer and NVML gives nothing usable, one sentence
+local function hostile_nvml(mode, a1, a2, fn)
+  local fakecuda = require "fakecuda"
+  fakecuda.nvml_hostile(mode, a1, a2)
+  local ok, err = pcall(fn)
+  fakecuda.nvml_hostile()
+  if not ok then error(err, 0) end
+  return err
+end
+local function hrow(desc, code, pattern) row("system under a hostile NVML: " .. desc, code, pattern, {fake = true}) end
+hrow("get_num_devices, every call failing", "hostile_nvml('fail', 0, 15, cuda.system.get_num_devices)",
+     "^nvmlDeviceGetCount_v2: GPU is lost$")
+hrow("get_num_devices, UINT_MAX devices", "hostile_nvml('absurd', 0xffffffff, nil, cuda.system.get_num_devices)",
+     "^nvmlDeviceGetCount_v2 reported 4294967295, which is not a device count %(0 to 65536%)$")
+hrow("get_driver_version, a negative CUDA version", "hostile_nvml('absurd', 0xffffffff, nil, cuda.system.get_driver_version)",
+     "^nvmlSystemGetCudaDriverVersion_v2 reported %-1, which is not a CUDA version")
+hrow("get_driver_version(true), a version past 9 digits",
+     "hostile_nvml('strings', '1234567890', nil, function() return cuda.system.get_driver_version(true) end)",
+     "^nvmlSystemGetDriverVersion gave '580%.65%.061234567890123")
+hrow("get_nvml_version, failing", "hostile_nvml('fail', 0, 999, cuda.system.get_nvml_version)",
+     "^nvmlSystemGetNVMLVersion: Unknown Error$")
+hrow("Device, every call failing", "hostile_nvml('fail', 0, 999, function() return cuda.system.Device(0) end)",
+     "NVML finds no device at PCI bus id")
+
+-- metamethods on the wrong types: every metamethod of every type the
+-- module registers (debug.getregistry()["cuda.*"], what getmetatable(obj)
+-- gives a script), called on a string, on another type's userdata and on
+-- a userdata not of cudalua's, must name the type it wanted; the
+-- finalizers of internal types (cuda.LinkJob, cuda.NVRTCProgram,
+-- cuda.GraphRefs) too. A comparison may also just say false.
 local registry = debug.getregistry()
-for _, tname in ipairs{"cuda.Device", "cuda.Stream", "cuda.Event", "cuda.Buffer", "cuda.View", "cuda.Program",
-                       "cuda.ObjectCode", "cuda.Kernel", "cuda.LaunchConfig", "cuda.Graph", "cuda.GraphBuilder",
-                       "cuda.Context", "cuda.SMResource", "cuda.Array", "cuda.TextureObject",
-                       "cuda.SurfaceObject"} do
-  if registry[tname] and registry[tname].__tostring then
-    row(tname .. ".__tostring on a number", ("debug.getregistry()[%q].__tostring(5)"):format(tname),
-        tname:gsub("%.", "%%.") .. " expected")
+local function metamethods(mt)
+  local list = {}
+  for key, fn in pairs(mt) do
+    if type(key) == "string" and key:find("^__") and type(fn) == "function" then list[#list + 1] = key end
   end
-  if registry[tname] and registry[tname].__close then
-    row(tname .. ".__close on a string", ("debug.getregistry()[%q].__close('x')"):format(tname),
-        tname:gsub("%.", "%%.") .. " expected")
+  table.sort(list)
+  return list
+end
+local type_names = {}
+for name, mt in pairs(registry) do
+  if type(name) == "string" and name:find("^cuda%.") and type(mt) == "table" and #metamethods(mt) > 0 then
+    type_names[#type_names + 1] = name
   end
 end
+table.sort(type_names)
+local wrong_values = {{"a string", "'x'"}, {"a cuda.Scalar", "cuda.u8(1)"}, {"a FILE*", "io.stdout"}}
+local compares = {__eq = true, __lt = true, __le = true}
+for _, tname in ipairs(type_names) do
+  -- a table-shaped type (ComputeCapability, Error) wants a table
+  local wanted = (tname == "cuda.ComputeCapability" or tname == "cuda.Error") and "table" or tname:gsub("%.", "%%.")
+  for _, mm in ipairs(metamethods(registry[tname])) do
+    for _, w in ipairs(wrong_values) do
+      local other = tname == "cuda.Scalar" and w[1] == "a cuda.Scalar" and "cuda.LaunchConfig{grid = 1, block = 1}" or w[2]
+      row(("%s.%s on %s"):format(tname, mm, w[1]),
+          ("return debug.getregistry()[%q].%s(%s, 'no_such_field', 1)"):format(tname, mm, other),
+          wanted .. " expected", {clean = compares[mm]})
+    end
+  end
+end
+-- The finalizers of the module's internal values (the NVML hold, the
+-- DLPack hub, the context sentinel, pending host unregistrations, the
+-- collector's hold; the NVTX range value's __close; a script reaches them
+-- through the registry or getmetatable) do nothing on any other value: no
+-- context released, NVML not shut down, no range popped, no crash.
+drow("internal metamethods on the wrong values: no-ops", [[
+  local sys_name = cuda.system.Device(0).name
+  local r <close> = cuda.nvtx.range("badinput")
+  local depth = cuda.nvtx.depth()
+  local ok, fc = pcall(require, "fakecuda")
+  local releases = ok and fc.calls("cuDevicePrimaryCtxRelease")
+  local metatables = {getmetatable(cuda.system), getmetatable(f.dev.properties), getmetatable(r)}
+  for key, v in pairs(debug.getregistry()) do
+    local mt = key ~= "_CLIBS" and getmetatable(v)   -- _CLIBS: Lua's own, and it trusts its argument
+    local named = type(mt) == "table" and type(mt.__name) == "string" and debug.getregistry()[mt.__name] == mt
+    if type(mt) == "table" and not named then metatables[#metatables + 1] = mt end
+  end
+  for _, mt in ipairs(metatables) do
+    for key, fn in pairs(mt) do
+      if type(key) == "string" and key:find("^__") and type(fn) == "function" then
+        for _, w in ipairs{"x", 5, {}, cuda.u8(1), io.stdout} do
+          local done, e = pcall(fn, w, "x")
+          assert(done or type(e) == "string" or getmetatable(e) == cuda.Error, key .. ": an unclean error")
+        end
+      end
+    end
+  end
+  assert(cuda.nvtx.depth() == depth, "an NVTX range was popped")
+  assert(not ok or fc.calls("cuDevicePrimaryCtxRelease") == releases, "a primary context was released")
+  assert(not ok or fc.nvml_refs() == 1, "NVML was shut down")
+  assert(cuda.system.Device(0).name == sys_name and cuda.from_dlpack(f.v:to_dlpack())[1] == f.v[1], "NVML or DLPack broke")
+  local b = f.pinned:allocate(64)
+  b:fill(cuda.u8(7), f.s)
+  f.s:sync()
+  assert(b:view("uint8")[64] == 7, "the device broke")]], nil, {ok = true})
 
 -- Run the table: each row in its own environment with the fixtures.
 local have_device = cuda.is_available()
+local have_fake = (pcall(require, "fakecuda"))
 local ran, skipped, todo, hard_failures = 0, 0, 0, 0
 local fake_note = os.getenv("CUDALUA_LIBCUDA") and " (fake driver)" or ""
 t.plan(#rows + 1)
@@ -707,13 +802,18 @@ for i, r in ipairs(rows) do
   if r.device and not have_device then
     skipped = skipped + 1
     t.skip("no CUDA device: " .. r.desc, 1)
+  elseif r.fake and not have_fake then
+    skipped = skipped + 1
+    t.skip("not the fake driver: " .. r.desc, 1)
   else
-    local env = setmetatable({cuda = cuda, f = r.device and fixture() or nil}, {__index = _G})
+    local env = setmetatable({cuda = cuda, f = r.device and fixture() or nil, hostile_nvml = hostile_nvml},
+                             {__index = _G})
     local chunk, syntax = load(r.code, "=" .. r.desc, "t", env)
     local ok, err = false, syntax
     if chunk then ok, err = pcall(chunk) end
     local msg = type(err) == "table" and (err.message or tostring(err)) or tostring(err)
-    local good = not ok and msg:find(r.pattern) ~= nil and msg ~= "nil"
+    local good = not ok and not r.ok and msg:find(r.pattern) ~= nil and msg ~= "nil"
+    if ok then good = r.ok or r.clean or false end
     if r.todo then todo = todo + 1 name = name .. " # TODO " .. r.todo end
     t.ok(good, name .. (good and "" or (" -- " .. (ok and "no error" or msg))))
     if not good and not r.todo then hard_failures = hard_failures + 1 end

@@ -485,6 +485,20 @@ local actions = {
                        "nvmlDeviceGetCurrentClocksEventReasons", "nvmlSystemGetDriverVersion"}
         fakecuda.nvml_fail(names[math.random(#names)], math.random(1, 3), ({3, 15, 999})[math.random(3)])
       end end end,
+  -- a hostile NVML (t/fake/nvml.c): strings without a NUL, failing calls, absurd numbers; calm again now and then
+  function() if fakecuda then
+      local r = math.random(4)
+      if r == 1 then fakecuda.nvml_hostile("strings", ({"~", "9", ".1-", "\xff x"})[math.random(4)])
+      elseif r == 2 then fakecuda.nvml_hostile("fail", math.random(0, 6), ({1, 3, 15, 999, -7})[math.random(5)])
+      elseif r == 3 then
+        fakecuda.nvml_hostile("absurd", ({0, 1, 0xffffffff, 3000000, 2^31, math.random(0, 0xffffffff)})[math.random(6)])
+      else fakecuda.nvml_hostile() end end end,
+  -- a metamethod of a live object's type called on any value (it checks its argument)
+  function() local o = any(); local mt = getmetatable(o)
+      if type(mt) == "table" then
+        local f = mt[({"__gc", "__close", "__tostring", "__index", "__len", "__eq"})[math.random(6)]]
+        if type(f) == "function" then return f(any(), any()) end
+      end end,
   function() local nd, s = pick("nd"), pick("stream"); if nd then s:wait(nd) end end,
   -- cuda.bench's harness: axes of random values, random overrides, and a
   -- tiny measured benchmark whose work fills a pool buffer (closed at random by then)
@@ -507,6 +521,16 @@ local actions = {
         :set_blocking_kernel_timeout(0.05)
       for i = #h.registry, 1, -1 do h.registry[i] = nil end
       run.run(run.plan({b}, {}, {dev}), {log = function() end, l2_bytes = math.random(0, 8192), clock_source = false}) end,
+  -- a hold (cuda.bench's blocking kernel, src/hold.c) around a few random
+  -- calls: releases are deferred, waits let the hold go; it always ends
+  function() local buf = pick("buffer")
+      if not (buf and pcall(cuda.hold_begin, buf)) then return end
+      local kinds = {"stream", "event", "buffer", "graph", "mr", "array"}
+      for _ = 1, math.random(0, 3) do
+        local r, o = math.random(3), pick(kinds[math.random(#kinds)])
+        if r == 1 then pcall(close, o) elseif r == 2 then collectgarbage() elseif o and o.sync then pcall(o.sync, o) end
+      end
+      return cuda.hold_end() end,
   -- graph definitions (s:end_capture{instantiate = false}): a fork/join
   -- capture, clones, executables, child nodes, updates, DOT, closes
   function() local s, s2 = pick("stream"), pick("stream"); if s and s2 then
@@ -584,7 +608,7 @@ local function fuzz(seed)
     -- keep the pools small so the run stays fast
     for _, list in pairs(pool) do if #list > 32 then table.remove(list, 1) end end
   end
-  if fakecuda then fakecuda.reset() end
+  if fakecuda then fakecuda.reset(); fakecuda.nvml_hostile() end
   t.ok(bad_error == nil, "every error is a string or a cuda.Error" .. (bad_error and (": " .. bad_error) or ""))
   t.ok(errors_ok > 0, ("seed %d: %d calls, %d raised"):format(seed, ncalls, errors_ok))
   pool = {}

@@ -43,7 +43,8 @@ CUresult fake_enter(const char *name);
       return injected_;                  \
   } while (0)
 
-/* inject.c */
+/* inject.c. fake_current_call: the entry point called last (its name). */
+extern const char *fake_current_call;
 void fake_fail(const char *name, long nth, CUresult r);
 void fake_reset(void);
 long fake_calls(const char *name);
@@ -176,6 +177,12 @@ const char *fake_function_name(CUfunction fn);
 int fake_function_nparams(CUfunction fn);
 CUresult fake_function_param(CUfunction fn, size_t i, size_t *offset, size_t *size);
 int fake_function_shmem_limit(CUfunction fn);
+
+/* hold.c: cuda.bench's blocking kernel holds its stream from its launch
+ * until its flag is written; a wait meanwhile is a stall (fakecuda.stalls). */
+void fake_hold_launched(volatile int *flag, volatile int *timed_out);
+void fake_hold_wait(void);
+long fake_hold_stalls(const char **last);
 
 /* launch.c */
 void fake_kernel_run(CUfunction fn, const unsigned char *args);

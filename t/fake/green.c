@@ -102,6 +102,7 @@ CUresult fake_cuDevResourceGenerateDesc(CUdevResourceDesc *desc, CUdevResource *
 CUresult fake_cuGreenCtxCreate(CUgreenCtx *g, CUdevResourceDesc desc, CUdevice d,
                                unsigned int flags)
 {
+  fake_current_call = "cuGreenCtxCreate";   /* the wait comes before the entry: name it for hold.c */
   fake_host_wait();              /* as the H200's driver: it waits for pending host functions */
   FAKE_ENTER(cuGreenCtxCreate);
   uintptr_t sms = (uintptr_t)desc;

@@ -187,6 +187,7 @@ CUresult fake_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *
                                 CUlibraryOption *library_options, void **library_values,
                                 unsigned int nlibrary)
 {
+  fake_current_call = "cuLibraryLoadData";   /* the wait comes before the entry: name it for hold.c */
   fake_host_wait();              /* as the H200's driver: it waits for pending host functions */
   FAKE_ENTER(cuLibraryLoadData);
   (void)jit_options; (void)jit_values; (void)njit;
@@ -217,6 +218,7 @@ CUresult fake_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *
 
 CUresult fake_cuLibraryUnload(CUlibrary lib)
 {
+  fake_current_call = "cuLibraryUnload";   /* the wait comes before the entry: name it for hold.c */
   fake_host_wait();              /* as the H200's driver: it waits for pending host functions */
   FAKE_ENTER(cuLibraryUnload);
   fake_capture_unsafe();

@@ -47,6 +47,19 @@ static int calls(lua_State *L)
   return 1;
 }
 
+/* fakecuda.stalls() -> n, name: the waits made while cuda.bench's blocking
+ * kernel held its stream (hold.c), and the entry point of the last one */
+static int stalls(lua_State *L)
+{
+  const char *last = NULL;
+  lua_pushinteger(L, fake_hold_stalls(&last));
+  if (last)
+    lua_pushstring(L, last);
+  else
+    lua_pushnil(L);
+  return 2;
+}
+
 /* {allocations = n, streams = n, ..., bytes = n}, and their total */
 static int live(lua_State *L)
 {
@@ -260,7 +273,7 @@ int luaopen_fakecuda(lua_State *L)
     {"context_usable", context_usable}, {"texture", texture}, {"last_batch", last_batch},
     {"last_advise", last_advise}, {"last_mem_create", last_mem_create},
     {"vmm_log", vmm_log}, {"host_registered", host_registered},
-    {"code_address", code_address},
+    {"code_address", code_address}, {"stalls", stalls},
     {NULL, NULL}
   };
   luaL_newlib(L, functions);

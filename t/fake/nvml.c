@@ -22,7 +22,19 @@
  *     mhz, and the clock-event reasons say mask (default 0x20,
  *     sw_thermal_slowdown), for the next `calls` reads of a current SM or
  *     graphics clock (0 or none: until cleared)
- *   FAKENVML_INIT_FAIL=code                 nvmlInit_v2 fails with code */
+ *   FAKENVML_INIT_FAIL=code                 nvmlInit_v2 fails with code
+ *   FAKENVML_HOSTILE=mode                   a hostile NVML (fakecuda.nvml_hostile):
+ *     strings[:filler]     every string fills its whole buffer, no NUL: the
+ *                          true string, then filler (default "~") over and over
+ *     fail[:nth[:code]]    the nth call from now (0 or none: every call) of
+ *                          any entry point but nvmlShutdown fails with code
+ *                          (default 999, NVML_ERROR_UNKNOWN)
+ *     absurd[:value[:width]]  every number it reports (clocks, link
+ *                          generations, temperatures, power, counts, modes,
+ *                          states) is value (default UINT_MAX; signed ones
+ *                          get its bits), and every width (the PCIe link's,
+ *                          the memory bus's) is width (default: value) */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,11 +99,22 @@ static long throttle_calls;               /* reads left; 0: until cleared */
 static unsigned long long throttle_mask;
 static int init_failure;                  /* nvmlInit_v2's next result */
 static struct { char name[64]; long nth; int code; } injected;
+static enum { CALM, STRINGS, FAILING, ABSURD } hostile;
+static char filler[128] = "~";            /* STRINGS: what follows the true string */
+static int fail_every;                    /* FAILING: every call, else the countdown's */
+static long fail_countdown;
+static int fail_code;
+static unsigned absurd, absurd_width;     /* ABSURD: every number and width reported */
+static long ncalls;                       /* entry point calls, for fakecuda.nvml_calls */
+#define NSIZES 8
+static struct { const char *api; unsigned size; } sizes[NSIZES];   /* string buffers given */
 
 void fake_nvml_throttle(unsigned mhz, long calls, unsigned long long mask);
 void fake_nvml_fail(const char *name, long nth, int code);
 void fake_nvml_fail_init(int code);
 int fake_nvml_refs(void);
+void fake_nvml_calm(void);
+int fake_nvml_hostile(const char *mode, const char *arg1, const char *arg2);
 
 void fake_nvml_throttle(unsigned mhz, long calls, unsigned long long mask)
 {
@@ -111,10 +134,70 @@ void fake_nvml_fail(const char *name, long nth, int code)
 void fake_nvml_fail_init(int code) { init_failure = code; }
 int fake_nvml_refs(void) { return refs; }
 
+void fake_nvml_calm(void) { hostile = CALM; }
+
+/* Set a hostile mode (the top says which): 0, or -1 for a mode or an
+ * argument it does not know (the mode is left as it was). */
+int fake_nvml_hostile(const char *mode, const char *arg1, const char *arg2)
+{
+  char *end = NULL;
+  if (strcmp(mode, "strings") == 0) {
+    if (arg1 && (!*arg1 || strlen(arg1) >= sizeof filler))
+      return -1;
+    snprintf(filler, sizeof filler, "%s", arg1 ? arg1 : "~");
+    hostile = STRINGS;
+  } else if (strcmp(mode, "fail") == 0) {
+    long nth = arg1 ? strtol(arg1, &end, 0) : 0;
+    long code = arg2 ? strtol(arg2, NULL, 0) : 999;
+    if ((arg1 && *end) || nth < 0 || code == OK || code < INT_MIN || code > INT_MAX)
+      return -1;
+    fail_every = nth == 0;
+    fail_countdown = nth;
+    fail_code = (int)code;
+    hostile = FAILING;
+  } else if (strcmp(mode, "absurd") == 0) {
+    unsigned long long v = arg1 ? strtoull(arg1, &end, 0) : UINT_MAX;
+    if ((arg1 && *end) || v > UINT_MAX)
+      return -1;
+    unsigned long long w = arg2 ? strtoull(arg2, &end, 0) : v;
+    if ((arg2 && *end) || w > UINT_MAX)
+      return -1;
+    absurd = (unsigned)v;
+    absurd_width = (unsigned)w;
+    hostile = ABSURD;
+  } else
+    return -1;
+  return 0;
+}
+
+/* FAKENVML_HOSTILE="mode[:arg1[:arg2]]" */
+static void read_hostile(const char *spec)
+{
+  char copy[256], *arg1, *arg2 = NULL;
+  snprintf(copy, sizeof copy, "%s", spec);
+  if ((arg1 = strchr(copy, ':')) != NULL) {
+    *arg1++ = '\0';
+    if ((arg2 = strchr(arg1, ':')) != NULL)
+      *arg2++ = '\0';
+  }
+  if (fake_nvml_hostile(copy, arg1, arg2) != 0) {
+    fprintf(stderr, "fake NVML: FAKENVML_HOSTILE=%s is not a hostile mode\n", spec);
+    abort();
+  }
+}
+
+/* A number the fake reports: its true value, or the absurd one. */
+static unsigned reading(unsigned value) { return hostile == ABSURD ? absurd : value; }
+static int signed_reading(int value) { return hostile == ABSURD ? (int)absurd : value; }
+static unsigned width_reading(unsigned value) { return hostile == ABSURD ? absurd_width : value; }
+
 static void read_env(void)
 {
   const char *t = getenv("FAKENVML_THROTTLE"), *f = getenv("FAKENVML_INIT_FAIL");
+  const char *h = getenv("FAKENVML_HOSTILE");
   env_read = 1;
+  if (h && *h)
+    read_hostile(h);
   if (t && *t) {
     unsigned mhz = 0;
     long calls = 0;
@@ -134,12 +217,19 @@ static int device_count(void)
 }
 
 /* Every entry point but the error string starts here: an injected failure,
- * or NVML_ERROR_UNINITIALIZED outside nvmlInit_v2 .. nvmlShutdown. */
+ * NVML_ERROR_UNINITIALIZED outside nvmlInit_v2 .. nvmlShutdown, or the
+ * hostile mode's failure. */
 static int enter(const char *name)
 {
+  ncalls++;
   if (injected.nth > 0 && strcmp(injected.name, name) == 0 && --injected.nth == 0)
     return injected.code;
-  return refs > 0 ? OK : UNINITIALIZED;
+  if (refs <= 0)
+    return UNINITIALIZED;
+  if (hostile == FAILING && strcmp(name, "nvmlShutdown") != 0 &&
+      (fail_every || (fail_countdown > 0 && --fail_countdown == 0)))
+    return fail_code;
+  return OK;
 }
 #define ENTER(name)                       \
   do {                                    \
@@ -155,8 +245,33 @@ static int enter(const char *name)
       return INVALID_ARGUMENT;                                                    \
   } while (0)
 
-static int copy_string(char *dst, unsigned n, const char *src)
+/* Remember the size of the buffer api was given (fakecuda.nvml_string_size). */
+static void note_size(const char *api, unsigned n)
 {
+  for (int k = 0; k < NSIZES; k++)
+    if (!sizes[k].api || strcmp(sizes[k].api, api) == 0) {
+      sizes[k].api = api;
+      sizes[k].size = n;
+      return;
+    }
+}
+
+/* The hostile string: all n bytes of dst, src and then the filler over and
+ * over, no NUL. */
+static void fill_hostile(char *dst, size_t n, const char *src)
+{
+  size_t len = strlen(src), flen = strlen(filler);
+  for (size_t k = 0; k < n; k++)
+    dst[k] = k < len ? src[k] : filler[(k - len) % flen];
+}
+
+static int copy_string(const char *api, char *dst, unsigned n, const char *src)
+{
+  note_size(api, n);
+  if (dst && hostile == STRINGS) {
+    fill_hostile(dst, n, src);
+    return OK;
+  }
   if (!dst || strlen(src) >= n)
     return INSUFFICIENT_SIZE;
   strcpy(dst, src);
@@ -203,20 +318,20 @@ const char *nvmlErrorString(nvmlReturn_t r)
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n)
 {
   ENTER(nvmlDeviceGetCount_v2);
-  *n = (unsigned)device_count();
+  *n = reading((unsigned)device_count());
   return OK;
 }
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char *s, unsigned n)
 {
   ENTER(nvmlSystemGetDriverVersion);
-  return copy_string(s, n, "580.65.06");
+  return copy_string(__func__, s, n, "580.65.06");
 }
 
 nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v)
 {
   ENTER(nvmlSystemGetCudaDriverVersion_v2);
-  *v = 13010;
+  *v = signed_reading(13010);
   return OK;
 }
 
@@ -249,7 +364,7 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *dev)
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t dev, unsigned *index)
 {
   ENTER_DEVICE(nvmlDeviceGetIndex, dev);
-  *index = (unsigned)dev->ordinal;
+  *index = reading((unsigned)dev->ordinal);
   return OK;
 }
 
@@ -261,6 +376,14 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t *pci)
   pci->pciDeviceId = 0x233510de;
   snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", pci->bus);
   snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus);
+  note_size(__func__, sizeof pci->busId);
+  if (hostile == STRINGS) {
+    char bus[sizeof pci->busId];
+    memcpy(bus, pci->busId, sizeof bus);
+    fill_hostile(pci->busId, sizeof pci->busId, bus);
+    memcpy(bus, pci->busIdLegacy, sizeof pci->busIdLegacy);
+    fill_hostile(pci->busIdLegacy, sizeof pci->busIdLegacy, bus);
+  }
   return OK;
 }
 
@@ -269,7 +392,7 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *s, unsigned n)
   ENTER_DEVICE(nvmlDeviceGetUUID, dev);
   char uuid[64];
   format_uuid(dev->ordinal, uuid, sizeof uuid);
-  return copy_string(s, n, uuid);
+  return copy_string(__func__, s, n, uuid);
 }
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *s, unsigned n)
@@ -277,7 +400,7 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *s, unsigned n)
   ENTER_DEVICE(nvmlDeviceGetName, dev);
   char name[64];
   snprintf(name, sizeof name, "Fake CUDA Device %d", dev->ordinal);   /* as cuDeviceGetName */
-  return copy_string(s, n, name);
+  return copy_string(__func__, s, n, name);
 }
 
 /* Clocks by nvmlClockType_t: graphics, SM, memory, video. */
@@ -295,6 +418,7 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t dev, int kind, unsigned *mhz)
     if (throttle_calls > 0 && --throttle_calls == 0)
       fake_nvml_throttle(0, 0, 0);
   }
+  *mhz = reading(*mhz);
   return OK;
 }
 
@@ -303,7 +427,7 @@ nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t dev, int kind, unsigned
   ENTER_DEVICE(nvmlDeviceGetApplicationsClock, dev);
   if (kind < 0 || kind > 3)
     return INVALID_ARGUMENT;
-  *mhz = app_clocks[kind];
+  *mhz = reading(app_clocks[kind]);
   return OK;
 }
 
@@ -312,14 +436,14 @@ nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t dev, int kind, unsigned *mhz
   ENTER_DEVICE(nvmlDeviceGetMaxClockInfo, dev);
   if (kind < 0 || kind > 3)
     return INVALID_ARGUMENT;
-  *mhz = max_clocks[kind];
+  *mhz = reading(max_clocks[kind]);
   return OK;
 }
 
 static nvmlReturn_t reasons(nvmlDevice_t dev, unsigned long long *m)
 {
   (void)dev;
-  *m = throttle_mask;
+  *m = hostile == ABSURD ? (unsigned long long)absurd << 32 | absurd : throttle_mask;
   return OK;
 }
 
@@ -334,56 +458,56 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, int sensor, unsigned *c)
   ENTER_DEVICE(nvmlDeviceGetTemperature, dev);
   if (sensor != 0)
     return INVALID_ARGUMENT;
-  *c = 40u + (unsigned)dev->ordinal;
+  *c = reading(40u + (unsigned)dev->ordinal);
   return OK;
 }
 
 nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t dev, unsigned *mw)
 {
   ENTER_DEVICE(nvmlDeviceGetEnforcedPowerLimit, dev);
-  *mw = 700000;
+  *mw = reading(700000);
   return OK;
 }
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_t *u)
 {
   ENTER_DEVICE(nvmlDeviceGetUtilizationRates, dev);
-  u->gpu = 3u + (unsigned)dev->ordinal;
-  u->memory = 1;
+  u->gpu = reading(3u + (unsigned)dev->ordinal);
+  u->memory = reading(1);
   return OK;
 }
 
-#define UINT_READING(name, value)                 \
+#define UINT_READING(name, value, reading)        \
   nvmlReturn_t name(nvmlDevice_t dev, unsigned *v) \
   {                                               \
     ENTER_DEVICE(name, dev);                      \
-    *v = (value);                                 \
+    *v = reading(value);                          \
     return OK;                                    \
   }
-UINT_READING(nvmlDeviceGetCurrPcieLinkGeneration, 4)
-UINT_READING(nvmlDeviceGetCurrPcieLinkWidth, 16)
-UINT_READING(nvmlDeviceGetMaxPcieLinkGeneration, 5)
-UINT_READING(nvmlDeviceGetMaxPcieLinkWidth, 16)
-UINT_READING(nvmlDeviceGetMemoryBusWidth, 5120)
+UINT_READING(nvmlDeviceGetCurrPcieLinkGeneration, 4, reading)
+UINT_READING(nvmlDeviceGetCurrPcieLinkWidth, 16, width_reading)
+UINT_READING(nvmlDeviceGetMaxPcieLinkGeneration, 5, reading)
+UINT_READING(nvmlDeviceGetMaxPcieLinkWidth, 16, width_reading)
+UINT_READING(nvmlDeviceGetMemoryBusWidth, 5120, width_reading)
 
 nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t dev, int *current, int *pending)
 {
   ENTER_DEVICE(nvmlDeviceGetEccMode, dev);
-  *current = *pending = 1;
+  *current = *pending = signed_reading(1);
   return OK;
 }
 
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t dev, int *mode)
 {
   ENTER_DEVICE(nvmlDeviceGetPersistenceMode, dev);
-  *mode = 1;
+  *mode = signed_reading(1);
   return OK;
 }
 
 nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t dev, int *mode)
 {
   ENTER_DEVICE(nvmlDeviceGetComputeMode, dev);
-  *mode = 0;
+  *mode = signed_reading(0);
   return OK;
 }
 
@@ -393,7 +517,7 @@ nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t dev, int *mode)
 nvmlReturn_t nvmlSystemGetNVMLVersion(char *s, unsigned n)
 {
   ENTER(nvmlSystemGetNVMLVersion);
-  return copy_string(s, n, "13.580.65.06");
+  return copy_string(__func__, s, n, "13.580.65.06");
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus, nvmlDevice_t *dev)
@@ -423,21 +547,21 @@ nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t dev, nvmlTemperature_t *t)
     return ARGUMENT_VERSION_MISMATCH;
   if (t->sensorType != 0)
     return INVALID_ARGUMENT;
-  t->temperature = 40 + dev->ordinal;
+  t->temperature = signed_reading(40 + dev->ordinal);
   return OK;
 }
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned *mw)
 {
   ENTER_DEVICE(nvmlDeviceGetPowerUsage, dev);
-  *mw = 75000u + 1000u * (unsigned)dev->ordinal;
+  *mw = reading(75000u + 1000u * (unsigned)dev->ordinal);
   return OK;
 }
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned *current, unsigned *pending)
 {
   ENTER_DEVICE(nvmlDeviceGetMigMode, dev);
-  *current = *pending = 0;
+  *current = *pending = reading(0);
   return OK;
 }
 
@@ -446,7 +570,7 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned link, int *acti
   ENTER_DEVICE(nvmlDeviceGetNvLinkState, dev);
   if (link >= NVLINKS)
     return INVALID_ARGUMENT;
-  *active = link != NVLINKS - 1;
+  *active = signed_reading(link != NVLINKS - 1);
   return OK;
 }
 
@@ -517,6 +641,44 @@ static int nvml_fail_init(lua_State *L)
   return 0;
 }
 
+/* fakecuda.nvml_hostile(mode [, arg1 [, arg2]]): FAKENVML_HOSTILE's modes
+ * (the top), their arguments as strings or numbers; nvml_hostile() calms it. */
+static int nvml_hostile(lua_State *L)
+{
+  if (lua_isnoneornil(L, 1)) {
+    fake_nvml_calm();
+    return 0;
+  }
+  const char *mode = luaL_checkstring(L, 1);
+  const char *arg1 = luaL_optstring(L, 2, NULL), *arg2 = luaL_optstring(L, 3, NULL);
+  luaL_argcheck(L, !arg1 || strlen(arg1) == lua_rawlen(L, 2), 2, "no NUL bytes");
+  if (fake_nvml_hostile(mode, arg1, arg2) != 0)
+    return luaL_error(L, "fakecuda.nvml_hostile: not a hostile mode: %s %s %s", mode,
+                      arg1 ? arg1 : "", arg2 ? arg2 : "");
+  return 0;
+}
+
+/* fakecuda.nvml_calls(): entry point calls so far (every one, failed or not) */
+static int nvml_calls(lua_State *L)
+{
+  lua_pushinteger(L, ncalls);
+  return 1;
+}
+
+/* fakecuda.nvml_string_size(api): the size of the buffer the last call of
+ * api (nvmlDeviceGetName, ...; nvmlDeviceGetPciInfo_v3: its busId) was
+ * given; nil before its first call. */
+static int nvml_string_size(lua_State *L)
+{
+  const char *api = luaL_checkstring(L, 1);
+  for (int k = 0; k < NSIZES && sizes[k].api; k++)
+    if (strcmp(sizes[k].api, api) == 0) {
+      lua_pushinteger(L, sizes[k].size);
+      return 1;
+    }
+  return 0;
+}
+
 /* fakecuda.nvml_refs(): nvmlInit_v2 calls not shut down */
 static int nvml_refs(lua_State *L)
 {
@@ -529,6 +691,8 @@ void fake_nvml_register(lua_State *L)
   static const luaL_Reg functions[] = {
     {"nvml_throttle", nvml_throttle}, {"nvml_fail", nvml_fail},
     {"nvml_fail_init", nvml_fail_init}, {"nvml_refs", nvml_refs},
+    {"nvml_hostile", nvml_hostile}, {"nvml_calls", nvml_calls},
+    {"nvml_string_size", nvml_string_size},
     {NULL, NULL}
   };
   luaL_setfuncs(L, functions, 0);

@@ -122,6 +122,7 @@ static void *host_worker(void *unused)
 
 void fake_host_wait(void)
 {
+  fake_hold_wait();
   if (host_threaded <= 0)
     return;
   pthread_mutex_lock(&host_lock);

@@ -99,18 +99,31 @@ function M.probe_source(dev, stream)
   return source
 end
 
--- The blocker of a stream: block() queues the spin kernel, release() lets
--- it go and says whether it had already given up (timed out).
+-- The blocking kernel's timeout in nanoseconds, as a u64: NVBench's
+-- negative timeout (and an infinite one) waits for ever, near enough.
+local function timeout_ns(cuda, seconds)
+  local ns = seconds * 1e9
+  if not (ns >= 0) or ns >= 2 ^ 63 then return cuda.u64(math.maxinteger) end
+  return cuda.u64(math.floor(ns))
+end
+
+-- The blocker of a stream: block() queues the spin kernel and holds the
+-- stream (cuda.hold_begin): until release(), no finalizer's free, unload or
+-- destroy reaches the driver (they are deferred), and a driver call that
+-- could wait for the held stream lets the kernel go first. release() lets
+-- it go and returns the name of such a call, if one broke the hold (nil
+-- otherwise); timed_out() says whether the kernel gave up first.
 local function blocker(dev, stream, timeout)
   local cuda = require "cuda"
   local h = M.helpers(dev)
-  local timeout_ns = cuda.u64(math.floor(timeout * 1e9))
+  local ns = timeout_ns(cuda, timeout)
   local b = {}
   function b.block()
     h.flag_view[1], h.timed_out_view[1] = 0, 0
-    cuda.launch(stream, h.one, h.block, h.flag, h.timed_out, timeout_ns)
+    cuda.launch(stream, h.one, h.block, h.flag, h.timed_out, ns)
+    cuda.hold_begin(h.flag)
   end
-  function b.release() h.flag_view[1] = 1 end
+  function b.release() return cuda.hold_end() end
   function b.timed_out() return h.timed_out_view[1] ~= 0 end
   return b
 end
@@ -119,8 +132,24 @@ end
 -- blocking kernel would otherwise spin until its timeout.
 function M.release(dev)
   local h = helpers_by_device[dev]
+  require("cuda").hold_end()
   if h then h.flag_view[1] = 1 end
 end
+
+-- Why a measurement behind the blocking kernel was given up, for the log:
+-- a call that would have waited for the held stream (it broke the hold),
+-- or the kernel's timeout with no such call.
+local function held_failure(broken_by, timeout)
+  if broken_by then
+    return ("%s would wait for the stream the blocking kernel held (a wait, free, load or "
+      .. "pageable copy inside the measured function; exec{sync = true} says so up front): "
+      .. "measured without the blocking kernel"):format(broken_by)
+  end
+  return ("the blocking kernel timed out after %g s with no cudalua call waiting for its stream (the "
+    .. "work took that long to queue, or code outside cudalua waited): measured again without "
+    .. "it"):format(timeout)
+end
+M.held_failure = held_failure
 
 -- The flush buffer: factor (default 2; NVBench's memset is 1) x the L2
 -- size (l2_bytes overrides the device's), or nil.
@@ -175,16 +204,15 @@ end
 -- criterion, params, min_samples, timeout, skip_time, run_once, sync, timer,
 -- warmup_runs, max_warmup_walltime, throttle (a watcher or nil),
 -- blocking (bool), blocking_timeout, l2_bytes, l2_flush, clock}. Returns a result:
--- {samples, cpu_samples, n, discarded, timed_out, skipped, ...}.
-function M.cold(fn, cfg)
+-- {samples, cpu_samples, n, discarded, skipped, warnings, ...}. blocking:
+-- whether samples are taken behind the blocking kernel; a sample whose
+-- hold broke or timed out ends the measurement, with result.held_failure.
+local function cold_once(fn, cfg, blocking)
   local dev, stream, launch, clock = cfg.dev, cfg.stream, cfg.launch, cfg.clock
   local start <close> = dev:create_event{timing = true}
   local stop <close> = dev:create_event{timing = true}
   local flush_buf <close> = l2_buffer(dev, stream, cfg.l2_bytes, cfg.l2_flush)
   local function flush() if flush_buf then flush_buf:fill(0, stream) end end
-  -- no blocker for work that synchronizes, or that brackets its own region
-  -- (it may wait on the stream inside the bracket)
-  local blocking = cfg.blocking and not cfg.sync and not cfg.timer and not cfg.run_once
   local block = blocking and blocker(dev, stream, cfg.blocking_timeout or 30)
   local timer = cfg.timer and setmetatable({stream = stream, start_event = start, stop_event = stop,
     clock = clock, cpu0 = 0, started = false, stopped = false}, Timer) or nil
@@ -193,7 +221,8 @@ function M.cold(fn, cfg)
   local probe_queue = watcher and watcher.source and watcher.source.queue
   local result = {discarded = 0, n = 0}
 
-  -- One sample: returns gpu seconds, cpu seconds (nil, why when the blocker timed out).
+  -- One sample: returns gpu seconds, cpu seconds; nil, why (held_failure)
+  -- when a call broke the hold or the blocking kernel timed out.
   local function sample(use_blocker)
     flush()
     if use_blocker then block.block() end
@@ -211,11 +240,13 @@ function M.cold(fn, cfg)
       fn(launch)
       stream:record(stop)
     end
-    if use_blocker then block.release() end
+    local broken_by = use_blocker and block.release()
     if probe_queue then probe_queue() end
     stop:sync()
     local cpu1 = clock()
-    if use_blocker and block.timed_out() then return nil, "timed out" end
+    if use_blocker and (broken_by or block.timed_out()) then
+      return nil, held_failure(broken_by, cfg.blocking_timeout or 30)
+    end
     return (stop - start) / 1000, cpu1 - cpu0
   end
 
@@ -240,9 +271,8 @@ function M.cold(fn, cfg)
   while true do
     local g, c = sample(blocking)
     if not g then
-      result.timed_out = ("the blocking kernel timed out after %g s: the stream was held too long while "
-        .. "the work was queued (a launch that waits for other work, or a queue too slow)"):format(cfg.blocking_timeout or 30)
-      break
+      result.held_failure = c
+      return result
     end
     if not watcher or watcher:check() then
       n = n + 1
@@ -264,6 +294,22 @@ function M.cold(fn, cfg)
   result.discarded = watcher and watcher.discarded or 0
   result.mean_clock = watcher and watcher:mean_clock() or nil
   result.criterion = criterion
+  return result
+end
+
+-- cold_once behind the blocking kernel where it may hold the stream (not
+-- for work that synchronizes, or that brackets its own region: it may wait
+-- on the stream inside the bracket). A measurement whose hold broke or
+-- timed out is taken again without the blocker, once, and says why in
+-- result.warnings: no state is lost to a stall.
+function M.cold(fn, cfg)
+  local blocking = cfg.blocking and not cfg.sync and not cfg.timer and not cfg.run_once
+  local result = cold_once(fn, cfg, blocking)
+  if result.held_failure then
+    local why = result.held_failure
+    result = cold_once(fn, cfg, false)
+    result.warnings, cfg.unblocked = {why}, true
+  end
   return result
 end
 
@@ -300,7 +346,8 @@ function M.batch(fn, cfg)
   local dev, stream, launch, clock = cfg.dev, cfg.stream, cfg.launch, cfg.clock
   local start <close> = dev:create_event{timing = true}
   local stop <close> = dev:create_event{timing = true}
-  local block = cfg.blocking and blocker(dev, stream, cfg.blocking_timeout or 30)
+  -- no blocker where the cold measurement could not keep one
+  local block = cfg.blocking and not cfg.unblocked and blocker(dev, stream, cfg.blocking_timeout or 30)
   local target, min_samples, timeout = cfg.batch_target_time or 0.5, cfg.min_samples, cfg.timeout
   -- the warm-up: one launch, timed, to estimate the batch
   local w0 = clock()
@@ -321,12 +368,13 @@ function M.batch(fn, cfg)
   while true do
     size = math.max(math.min(size, cap), 1)
     local units = (size + per_unit - 1) // per_unit
+    local broken_by
     if block then
       block.block()
       stream:record(start)
       local held = math.min(units, 2)
       for _ = 1, held do unit(launch) end
-      block.release()
+      broken_by = block.release()
       for _ = held + 1, units do unit(launch) end
     else
       stream:record(start)
@@ -334,19 +382,21 @@ function M.batch(fn, cfg)
     end
     stream:record(stop)
     stop:sync()
-    if block and block.timed_out() then
-      result.timed_out = ("the blocking kernel timed out after %g s"):format(cfg.blocking_timeout or 30)
-      break
+    if block and (broken_by or block.timed_out()) then
+      -- the batch again from the start, without the blocker (no state is lost to a stall)
+      result.warnings = {held_failure(broken_by, cfg.blocking_timeout or 30)}
+      block, total, n, t0 = nil, 0.0, 0, clock()
+    else
+      total, n = total + (stop - start) / 1000, n + units * per_unit
+      if total >= target and n >= min_samples then break end
+      local wall = clock() - t0
+      if wall > timeout then result.max_time_exceeded = true; break end
+      local per = total / n
+      local remaining = target - total
+      size = predict_batch(remaining, per, math.max(size * 2, least),
+        remaining <= 0 and math.max(min_samples - n, 1) or min_samples)
+      cap = predict_batch(timeout - wall, wall / n, 1, size)
     end
-    total, n = total + (stop - start) / 1000, n + units * per_unit
-    if total >= target and n >= min_samples then break end
-    local wall = clock() - t0
-    if wall > timeout then result.max_time_exceeded = true; break end
-    local per = total / n
-    local remaining = target - total
-    size = predict_batch(remaining, per, math.max(size * 2, least),
-      remaining <= 0 and math.max(min_samples - n, 1) or min_samples)
-    cap = predict_batch(timeout - wall, wall / n, 1, size)
   end
   result.n, result.total_gpu, result.walltime = n, total, clock() - t0
   return result

@@ -179,6 +179,8 @@ local function log_pass(log, st)
     return
   end
   local r = st.cold
+  for _, why in ipairs(r.warnings or {}) do log(("Warn: %s\n"):format(why)) end
+  for _, why in ipairs(st.batch and st.batch.warnings or {}) do log(("Warn: batch: %s\n"):format(why)) end
   local gmean = measure.moments(r.gpu, r.n)
   local cmean = measure.moments(r.cpu, r.n)
   log(("Pass: Cold: %.6fms GPU, %.6fms CPU, %.2fs total GPU, %.2fs total wall, %dx%s\n"):format(gmean * 1e3,
