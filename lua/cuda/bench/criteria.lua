@@ -6,10 +6,13 @@
 -- Both are O(1) and allocate nothing, so they can sit in the sample loop:
 --
 --   stdrel        the relative standard deviation of the samples ("noise")
---                 is at most max-noise (0.005) once min-time (0.5 s) of GPU
---                 time is accumulated; or the noise has settled (over the
---                 last 512 estimates it varies by less than 5% of itself),
---                 for work that is noisier than max-noise can ever be.
+--                 is below max-noise (0.005) once min-time (0.5 s) of GPU
+--                 time is accumulated; or the noise has settled (the last
+--                 512 estimates have a standard deviation under 5% of
+--                 their mean, checked every 16th sample past 64 of them),
+--                 for work that is noisier than max-noise can ever be; or
+--                 64 estimates in a row could not be made (a mean <= 0),
+--                 as NVBench 0.3.0's.
 --   entropy       the entropy of the samples' distribution has stopped
 --                 growing: over its last 299 values the regression line is
 --                 flatter than max-angle (0.048 degrees) and fits with an R^2
@@ -19,10 +22,11 @@
 --                 confidence (0.95), is at most max-width (0.005) of the
 --                 mean either side: the answer is known to +-0.5%. The
 --                 interval holds for correlated samples (batch means,
---                 cuda.bench.stats); it is checked every max(16, n/32)
---                 samples and must be narrow enough at two checks in a row
---                 (stopping the first time a noisy estimate dips would
---                 cover the mean less often than stated).
+--                 cuda.bench.stats: none below 128 samples); it is
+--                 checked every max(16, n/32) samples and must be narrow
+--                 enough at two checks in a row (stopping the first time a
+--                 noisy estimate dips would cover the mean less often than
+--                 stated). For cpu-only work, the CPU time's.
 --
 -- min-samples and the timeout are the runner's (they apply to any criterion).
 local stats = require "cuda.bench.stats"
@@ -49,6 +53,9 @@ local RANGES = {
 M.MIN_SAMPLES_FOR_NOISE = 5
 
 local STDREL_WINDOW, ENTROPY_WINDOW = 512, 299
+-- stdrel: invalid noise estimates in a row that end the measurement
+-- (NVBench's invalid_noise_estimate_limit), and the stability rule's window.
+local INVALID_NOISE_LIMIT, STABILITY_MIN, STABILITY_EVERY, STABILITY_SPREAD = 64, 64, 16, 0.05
 
 -- --- a ring of the last n numbers, with running sums ----------------------------
 local Ring = {}
@@ -84,9 +91,14 @@ function Stdrel:add(x)
   local delta = x - self.mean
   self.mean = self.mean + delta / n
   self.m2 = self.m2 + delta * (x - self.mean)
-  if n >= M.MIN_SAMPLES_FOR_NOISE and self.mean > 0 then
-    local noise = math.sqrt(self.m2 / (n - 1)) / self.mean
-    if noise == noise and noise < math.huge then self.noise_ring:push(noise) end
+  if n < M.MIN_SAMPLES_FOR_NOISE then return end
+  local mean = self.mean
+  local noise = mean > 0 and mean < math.huge and math.sqrt(self.m2 / (n - 1)) / mean or 0 / 0
+  if noise == noise and noise < math.huge then
+    self.invalid = 0
+    self.noise_ring:push(noise)
+  else
+    self.invalid = self.invalid + 1
   end
 end
 
@@ -96,18 +108,23 @@ function Stdrel:noise()
   return math.sqrt(self.m2 / (self.n - 1)) / self.mean
 end
 
--- Whether the recorded noise estimates have settled: their standard
--- deviation is below 5% of the current one. Checked every 16th sample only.
+-- Whether the recorded noise estimates have settled: their variance (over
+-- the window, divided by its length) is below (5% of their mean)^2.
+-- Checked every 16th sample, past 64 estimates.
 function Stdrel:noise_settled()
   local r = self.noise_ring
-  if r.count <= 64 or self.n % 16 ~= 0 then return false end
-  local current, squares = r:last(), 0.0
-  for i = 1, r.count do squares = squares + (r.values[i] - current) ^ 2 end
-  return current > 0 and math.sqrt(squares / (r.count - 1)) / current < 0.05
+  if r.count <= STABILITY_MIN or self.n % STABILITY_EVERY ~= 0 then return false end
+  local sum, squares = 0.0, 0.0
+  for i = 1, r.count do sum = sum + r.values[i] end
+  local mean = sum / r.count
+  for i = 1, r.count do squares = squares + (r.values[i] - mean) ^ 2 end
+  local variance = squares / r.count
+  return variance < math.huge and variance < (STABILITY_SPREAD * mean) ^ 2
 end
 
 function Stdrel:is_finished()
-  if self.total <= self.params["min-time"] or self.noise_ring.count == 0 then return false end
+  if self.invalid >= INVALID_NOISE_LIMIT then return true end
+  if self.total <= self.params["min-time"] or self.noise_ring.count == 0 or self.invalid ~= 0 then return false end
   if self.noise_ring:last() < self.params["max-noise"] then return true end
   return self:noise_settled()
 end
@@ -245,7 +262,7 @@ function M.new(name, params)
       t = stats.t_table(p.confidence), next_check = 0, narrow = false, found = {confidence = p.confidence},
       last = nil}, Ci)
   elseif name == "stdrel" then
-    return setmetatable({name = name, params = p, n = 0, total = 0.0, mean = 0.0, m2 = 0.0,
+    return setmetatable({name = name, params = p, n = 0, total = 0.0, mean = 0.0, m2 = 0.0, invalid = 0,
       noise_ring = ring(STDREL_WINDOW)}, Stdrel)
   elseif name == "entropy" then
     return setmetatable({name = name, params = p, n = 0, counts = {}, s = 0.0, pushed = 0,
