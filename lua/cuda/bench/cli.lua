@@ -46,6 +46,8 @@ function M.options(parser)
   parser:option("--json", "Write the results as NVBench JSON to FILE."):argname("FILE")
   parser:option("--csv", "Write the results as CSV to FILE."):argname("FILE")
   parser:option("--md", "Also write the markdown to FILE."):argname("FILE")
+  parser:option("--svg", "Draw each benchmark's times against its axes and each state's sample histogram "
+    .. "as SVG files in DIR (made if need be)."):argname("DIR")
   parser:flag("-q --quiet", "No progress log on stderr.")
 end
 
@@ -67,6 +69,10 @@ function M.main(argv_in, name, description, registered)
       local ok, why = json.can_write(args[what])
       if not ok then die(("--%s: %s"):format(what, why), 2) end
     end
+  end
+  if args.svg then
+    local ok, why = require("cuda.bench.svg").can_write(args.svg)
+    if not ok then die("--svg: " .. why, 2) end
   end
   for _, what in ipairs{"max_noise", "min_time", "timeout", "throttle_threshold", "l2_flush"} do
     local v = args[what]
@@ -175,6 +181,10 @@ function M.main(argv_in, name, description, registered)
   end
   if args.md then write("md", md .. "\n") end
   if args.csv then write("csv", output.csv(results)) end
+  if args.svg then
+    local okw, werr = pcall(require("cuda.bench.svg").write, results, args.svg)
+    if not okw then io.stderr:write(("bench: --svg: %s (the results are above)\n"):format(tostring(werr))) end
+  end
   if args.json then
     local argv = {"cudalua", name}
     for _, a in ipairs(argv_in) do argv[#argv + 1] = a end

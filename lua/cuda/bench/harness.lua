@@ -287,6 +287,7 @@ function State:exec(fn, opts)
   }
   if self.bench.is_cpu_only then
     self.cpu_only = measure.cpu_only(fn, cfg)
+    if self.cpu_only.skipped then self.skip_reason, self.cpu_only = self.cpu_only.skipped, nil end
     return
   end
   if self.throttle_threshold > 0 then

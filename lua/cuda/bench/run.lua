@@ -65,24 +65,29 @@ function M.summaries(st, peak)
     summary(list, "nv/cpu_only/time/cpu/mean", "CPU Time", "duration", "float64", mean)
     summary(list, "nv/cpu_only/time/cpu/stdev/relative", "Noise", "percentage", "float64", noise)
     summary(list, "nv/cpu_only/walltime", "Walltime", "duration", "float64", r.walltime, "Hidden by default.")
+    measure.summaries(r, list, "cpu_only")
   elseif st.cold then
     local r = st.cold
-    local gmean, gnoise, glo, ghi = measure.moments(r.gpu, r.n)
-    local cmean, cnoise = measure.moments(r.cpu, r.n)
-    summary(list, "nv/cold/sample_size", "Samples", "sample_size", "int64", r.n)
-    summary(list, "nv/cold/time/cpu/mean", "CPU Time", "duration", "float64", cmean)
-    summary(list, "nv/cold/time/cpu/stdev/relative", "Noise", "percentage", "float64", cnoise)
-    summary(list, "nv/cold/time/gpu/min", "Min GPU Time", "duration", "float64", glo, "Hidden by default.")
-    summary(list, "nv/cold/time/gpu/max", "Max GPU Time", "duration", "float64", ghi, "Hidden by default.")
-    summary(list, "nv/cold/time/gpu/mean", "GPU Time", "duration", "float64", gmean)
-    summary(list, "nv/cold/time/gpu/stdev/relative", "Noise", "percentage", "float64", gnoise)
-    summary(list, "nv/cold/walltime", "Walltime", "duration", "float64", r.walltime, "Hidden by default.")
-    summary(list, "nv/cold/throttle/discarded", "Throttled", "sample_size", "int64", r.discarded,
-      r.discarded == 0 and "Hidden by default." or nil, "Samples discarded because the SM clock was throttled.")
-    if r.mean_clock then
-      summary(list, "nv/cold/sm_clock_rate/mean", "Clock Rate", "frequency", "float64", r.mean_clock * 1e6, "Hidden by default.")
+    -- every sample discarded: no cold measurement (NVBench's "no accepted samples")
+    if not r.no_samples then
+      local gmean, gnoise, glo, ghi = measure.moments(r.gpu, r.n)
+      local cmean, cnoise = measure.moments(r.cpu, r.n)
+      summary(list, "nv/cold/sample_size", "Samples", "sample_size", "int64", r.n)
+      summary(list, "nv/cold/time/cpu/mean", "CPU Time", "duration", "float64", cmean)
+      summary(list, "nv/cold/time/cpu/stdev/relative", "Noise", "percentage", "float64", cnoise)
+      summary(list, "nv/cold/time/gpu/min", "Min GPU Time", "duration", "float64", glo, "Hidden by default.")
+      summary(list, "nv/cold/time/gpu/max", "Max GPU Time", "duration", "float64", ghi, "Hidden by default.")
+      summary(list, "nv/cold/time/gpu/mean", "GPU Time", "duration", "float64", gmean)
+      summary(list, "nv/cold/time/gpu/stdev/relative", "Noise", "percentage", "float64", gnoise)
+      summary(list, "nv/cold/walltime", "Walltime", "duration", "float64", r.walltime, "Hidden by default.")
+      summary(list, "nv/cold/throttle/discarded", "Throttled", "sample_size", "int64", r.discarded,
+        r.discarded == 0 and "Hidden by default." or nil, "Samples discarded because the SM clock was throttled.")
+      if r.mean_clock then
+        summary(list, "nv/cold/sm_clock_rate/mean", "Clock Rate", "frequency", "float64", r.mean_clock * 1e6, "Hidden by default.")
+      end
+      throughput(list, st, gmean, peak)
+      measure.summaries(r, list, "cold")
     end
-    throughput(list, st, gmean, peak)
     if st.batch and st.batch.n > 0 then
       summary(list, "nv/batch/sample_size", "Samples", "sample_size", "int64", st.batch.n)
       summary(list, "nv/batch/time/gpu/mean", "Batch GPU", "duration", "float64", st.batch.total_gpu / st.batch.n)
@@ -183,8 +188,10 @@ local function log_pass(log, st)
   for _, why in ipairs(st.batch and st.batch.warnings or {}) do log(("Warn: batch: %s\n"):format(why)) end
   local gmean = measure.moments(r.gpu, r.n)
   local cmean = measure.moments(r.cpu, r.n)
-  log(("Pass: Cold: %.6fms GPU, %.6fms CPU, %.2fs total GPU, %.2fs total wall, %dx%s\n"):format(gmean * 1e3,
-    cmean * 1e3, r.total_gpu, r.walltime, r.n, r.discarded > 0 and (" (%d throttled samples discarded)"):format(r.discarded) or ""))
+  if not r.no_samples then
+    log(("Pass: Cold: %.6fms GPU, %.6fms CPU, %.2fs total GPU, %.2fs total wall, %dx%s\n"):format(gmean * 1e3,
+      cmean * 1e3, r.total_gpu, r.walltime, r.n, r.discarded > 0 and (" (%d throttled samples discarded)"):format(r.discarded) or ""))
+  end
   if r.max_time_exceeded then
     local noise = r.criterion:noise()
     log(("Warn: Current measurement timed out (%.2fs) %s\n"):format(st.timeout,
