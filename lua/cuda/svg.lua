@@ -271,7 +271,11 @@ end
 -- axis, class "rug").
 function M.histogram(bins, opts)
   opts = opts or {}
-  assert(#bins > 0, "svg.histogram: no bins")
+  assert(type(bins) == "table" and #bins > 0, "svg.histogram: no bins")
+  for i, b in ipairs(bins) do
+    assert(type(b) == "table" and type(b[1]) == "number" and type(b[2]) == "number" and type(b[3]) == "number"
+      and b[1] <= b[2], ("svg.histogram: bin %d must be {lo, hi, count} with lo <= hi"):format(i))
+  end
   local width, height = opts.width or 640, opts.height or 360
   local x_fmt = opts.x_format or function(x) return ("%g"):format(x) end
   local x_lo, x_hi, y_max = bins[1][1], bins[#bins][2], 0

@@ -52,6 +52,30 @@ M.FLAT = 0.2
 -- The largest k an interval is made from (the t table's length).
 M.MAX_BATCHES = 2 * M.BATCHES - 1
 
+-- --- argument checks (the public functions: a bad argument is named, never a hang) ----
+
+local function arg_error(i, fname, want, got)
+  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(i, fname, want, tostring(got)), 3)
+end
+local function check_open01(i, fname, v)
+  if type(v) ~= "number" or not (v > 0 and v < 1) then arg_error(i, fname, "a number between 0 and 1", v) end
+end
+local function check_positive(i, fname, v)
+  if type(v) ~= "number" or not (v > 0 and v < math.huge) then arg_error(i, fname, "a finite number > 0", v) end
+end
+local function check_count(i, fname, v, least, most)
+  if math.type(v) ~= "integer" or v < least or v > most then
+    arg_error(i, fname, ("an integer in %d..%d"):format(least, most), v)
+  end
+end
+local function check_samples(fname, samples, n)
+  if type(samples) ~= "table" then arg_error(1, fname, "a table of samples", type(samples)) end
+  check_count(2, fname, n, 0, math.maxinteger)
+  for i = 1, n do
+    if type(samples[i]) ~= "number" then arg_error(1, fname, ("a number at %d"):format(i), type(samples[i])) end
+  end
+end
+
 -- --- Student's t --------------------------------------------------------------------
 
 local TINY = 1e-300
@@ -86,7 +110,7 @@ local function log_gamma(x)
 end
 
 -- The regularized incomplete beta function I_x(a, b), a, b > 0.
-function M.incomplete_beta(x, a, b)
+local function incomplete_beta(x, a, b)
   if x <= 0 then return 0.0 end
   if x >= 1 then return 1.0 end
   local front = math.exp(log_gamma(a + b) - log_gamma(a) - log_gamma(b) + a * math.log(x) + b * math.log(1 - x))
@@ -94,28 +118,47 @@ function M.incomplete_beta(x, a, b)
   return 1 - front * beta_fraction(b, a, 1 - x) / b
 end
 
+function M.incomplete_beta(x, a, b)
+  if type(x) ~= "number" or x ~= x then arg_error(1, "incomplete_beta", "a number", x) end
+  check_positive(2, "incomplete_beta", a)
+  check_positive(3, "incomplete_beta", b)
+  return incomplete_beta(x, a, b)
+end
+
 -- P(T <= t) for Student's t with dof degrees of freedom.
-function M.t_cdf(t, dof)
-  local tail = 0.5 * M.incomplete_beta(dof / (dof + t * t), dof / 2, 0.5)
+local function t_cdf(t, dof)
+  local tail = 0.5 * incomplete_beta(dof / (dof + t * t), dof / 2, 0.5)
   return t >= 0 and 1 - tail or tail
+end
+
+function M.t_cdf(t, dof)
+  if type(t) ~= "number" or t ~= t then arg_error(1, "t_cdf", "a number", t) end
+  check_positive(2, "t_cdf", dof)
+  return t_cdf(t, dof)
 end
 
 -- The p-quantile (0 < p < 1) of Student's t with dof degrees of freedom,
 -- by bisection of the CDF (to about 1e-12).
-function M.t_quantile(p, dof)
+local function t_quantile(p, dof)
   if p == 0.5 then return 0.0 end
-  if p < 0.5 then return -M.t_quantile(1 - p, dof) end
+  if p < 0.5 then return -t_quantile(1 - p, dof) end
   local lo, hi = 0.0, 1.0
-  while M.t_cdf(hi, dof) < p do
+  while t_cdf(hi, dof) < p do
     lo, hi = hi, hi * 2
     if hi > 1e300 then return math.huge end
   end
   for _ = 1, 200 do
     local mid = (lo + hi) / 2
-    if M.t_cdf(mid, dof) < p then lo = mid else hi = mid end
+    if t_cdf(mid, dof) < p then lo = mid else hi = mid end
     if hi - lo <= 1e-12 * hi then break end
   end
   return (lo + hi) / 2
+end
+
+function M.t_quantile(p, dof)
+  check_open01(1, "t_quantile", p)
+  check_positive(2, "t_quantile", dof)
+  return t_quantile(p, dof)
 end
 
 -- The density of Student's t.
@@ -128,8 +171,11 @@ end
 -- by Newton's method from 0: the CDF is concave right of 0, so the steps
 -- rise to the root and never past it. Made once per confidence and kept.
 local t_tables = {}
+M.MAX_TABLE = 10000
 function M.t_table(confidence, max)
+  check_open01(1, "t_table", confidence)
   max = max or M.MAX_BATCHES
+  check_count(2, "t_table", max, 1, M.MAX_TABLE)
   local t = t_tables[confidence]
   if t and #t >= max then return t end
   local p = (1 + confidence) / 2
@@ -137,7 +183,7 @@ function M.t_table(confidence, max)
   for dof = 1, max do
     local x = 0.0
     for _ = 1, 200 do
-      local step = (p - M.t_cdf(x, dof)) / t_density(x, dof)
+      local step = (p - t_cdf(x, dof)) / t_density(x, dof)
       x = x + step
       if step <= 1e-12 * x then break end
     end
@@ -226,6 +272,8 @@ end
 
 -- The interval of samples[1..n] (a fresh accumulator fed in order), or nil.
 function M.interval(samples, n, confidence)
+  check_samples("interval", samples, n)
+  check_open01(3, "interval", confidence)
   local b = M.batches()
   for i = 1, n do b:add(samples[i]) end
   return b:interval(M.t_table(confidence), {confidence = confidence})
@@ -246,7 +294,10 @@ end
 -- Made once at the end (it sorts copies), never in the sample loop.
 -- Returns median, lo, hi; nil when sections < 2 or n < sections.
 function M.median_interval(samples, n, sections, confidence)
-  if not sections or sections < 2 or n < sections then return nil end
+  check_samples("median_interval", samples, n)
+  check_count(3, "median_interval", sections, 1, math.maxinteger)
+  check_open01(4, "median_interval", confidence)
+  if sections < 2 or n < sections then return nil end
   local median = median_of(samples, 1, n)
   local run = n // sections
   local medians, sum = {}, 0.0
@@ -256,7 +307,7 @@ function M.median_interval(samples, n, sections, confidence)
   end
   local mean, squares = sum / sections, 0.0
   for j = 1, sections do squares = squares + (medians[j] - mean) ^ 2 end
-  local half = M.t_quantile((1 + confidence) / 2, sections - 1) * math.sqrt(squares / (sections - 1) / sections)
+  local half = t_quantile((1 + confidence) / 2, sections - 1) * math.sqrt(squares / (sections - 1) / sections)
   return median, median - half, median + half
 end
 

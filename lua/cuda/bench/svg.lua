@@ -272,7 +272,7 @@ end
 -- made) and a file can be written in it. Returns true, or nil and why.
 function M.can_write(dir)
   if type(dir) ~= "string" or dir == "" then return nil, "a folder name is needed" end
-  if dir:find("%z") then return nil, "the folder name has a NUL in it" end
+  if dir:find("\0", 1, true) then return nil, "the folder name has a NUL in it" end
   local probe = dir .. "/.cudalua-svg-probe"
   local f = io.open(probe, "w")
   if not f then
