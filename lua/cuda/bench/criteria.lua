@@ -80,17 +80,33 @@ function Ring:last()
   return self.values[(self.next - 2) % self.size + 1]
 end
 
--- --- stdrel -----------------------------------------------------------------------
-local Stdrel = {}
-Stdrel.__index = Stdrel
+-- --- the running mean and variance (stdrel's, and ci's for its noise) --------------
 
-function Stdrel:add(x)
-  -- Welford's update: no cancellation however many samples.
+-- Welford's update of self.n, self.mean, self.m2: no cancellation however
+-- many samples. Returns the new count.
+local function welford(self, x)
   local n = self.n + 1
-  self.n, self.total = n, self.total + x
+  self.n = n
   local delta = x - self.mean
   self.mean = self.mean + delta / n
   self.m2 = self.m2 + delta * (x - self.mean)
+  return n
+end
+
+-- The current relative standard deviation, or math.huge below 5 samples.
+local function relative_stdev(self)
+  if self.n < M.MIN_SAMPLES_FOR_NOISE or self.mean <= 0 then return math.huge end
+  return math.sqrt(self.m2 / (self.n - 1)) / self.mean
+end
+
+-- --- stdrel -----------------------------------------------------------------------
+local Stdrel = {}
+Stdrel.__index = Stdrel
+Stdrel.noise = relative_stdev
+
+function Stdrel:add(x)
+  local n = welford(self, x)
+  self.total = self.total + x
   if n < M.MIN_SAMPLES_FOR_NOISE then return end
   local mean = self.mean
   local noise = mean > 0 and mean < math.huge and math.sqrt(self.m2 / (n - 1)) / mean or 0 / 0
@@ -100,12 +116,6 @@ function Stdrel:add(x)
   else
     self.invalid = self.invalid + 1
   end
-end
-
--- The current relative standard deviation, or math.huge below 5 samples.
-function Stdrel:noise()
-  if self.n < M.MIN_SAMPLES_FOR_NOISE or self.mean <= 0 then return math.huge end
-  return math.sqrt(self.m2 / (self.n - 1)) / self.mean
 end
 
 -- Whether the recorded noise estimates have settled: their variance (over
@@ -191,19 +201,12 @@ function Count:noise() return math.huge end
 local Ci = {}
 Ci.__index = Ci
 
-function Ci:add(x)
-  local n = self.n + 1
-  self.n = n
-  local delta = x - self.mean
-  self.mean = self.mean + delta / n
-  self.m2 = self.m2 + delta * (x - self.mean)
-  self.batches:add(x)
-end
+-- the relative standard deviation, for the timeout warning, as stdrel's
+Ci.noise = relative_stdev
 
--- The relative standard deviation (for the timeout warning), as stdrel's.
-function Ci:noise()
-  if self.n < M.MIN_SAMPLES_FOR_NOISE or self.mean <= 0 then return math.huge end
-  return math.sqrt(self.m2 / (self.n - 1)) / self.mean
+function Ci:add(x)
+  welford(self, x)
+  self.batches:add(x)
 end
 
 -- Whether the interval is narrow enough now: every max(16, n/32) samples,
