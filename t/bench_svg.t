@@ -137,6 +137,12 @@ t.ok(cat:find(">float<", 1, true) and cat:find(">double<", 1, true) and count(ca
   and count(cat, 'class="error%-bar"') == 0, "a type axis: its values as ticks, no bars without intervals")
 t.like(cat, ">mean time %(ms%)<", "milliseconds for millisecond times")
 t.is(bsvg.benchmark_chart({name = "none", axes = {}, states = {}}), nil, "no measured state: no chart")
+do
+  local single = axes.new("N", "int64", {7})
+  local x = bsvg.x_axis({single, ax_t, axes.new("F", "float64", {0.5, 1.5})})
+  t.is(x and x.name, "F", "the x axis: a numeric axis with several values first")
+  t.is(bsvg.x_axis({single, ax_t}).name, "T", "then any axis with several values, before one of a single value")
+end
 -- cpu-only states: their CPU time, their interval made from the samples when the summaries have none
 do
   local xs = {}
@@ -159,7 +165,7 @@ local function q(p)
   local lo = math.floor(pos)
   return sorted[lo + 1] + (pos - lo) * ((sorted[lo + 2] or sorted[lo + 1]) - sorted[lo + 1])
 end
--- Freedman-Diaconis, computed here: 2 IQR / n^(1/3), 5..60 bins
+-- Freedman-Diaconis, computed here: 2 IQR / n^(1/3), 5..60 bins (the samples are not quantized)
 local want_bins = math.max(5, math.min(60, math.ceil((sorted[#sorted] - sorted[1]) / (2 * (q(0.75) - q(0.25))
   / (#sorted) ^ (1 / 3)))))
 t.is(count(hist, 'class="bar"'), want_bins, ("a bar per Freedman-Diaconis bin (%d)"):format(want_bins))
@@ -187,6 +193,30 @@ t.is(count(hist, 'class="rug"'), st.n_samples, "a rug tick per sample")
 t.is(count(hist, 'class="curve"'), 1, "the density curve")
 t.is(count(hist, 'class="mark"'), 4, "marks: mean, median and the interval's ends")
 t.like(hist, "%d+ samples<", "the title counts the samples")
+-- quantized samples (a timer of 0.5 us steps): bins no narrower than a step, none empty between
+do
+  local xs = {}
+  for i = 1, 2000 do xs[i] = (8 + math.floor(4 * math.random() + 4 * math.random())) * 0.5e-6 end
+  local q_hist = bsvg.state_histogram("q", {name = "s", samples = xs, n_samples = 2000, summaries = {}})
+  local empty, bars = 0, 0
+  for c in q_hist:gmatch('class="bar"[^>]*><title>[^<]*: (%d+)</title>') do
+    bars = bars + 1
+    if tonumber(c) == 0 then empty = empty + 1 end
+  end
+  t.ok(bars >= 5 and bars <= 8 and empty == 0, ("0.5 us steps: %d bars, none empty (%d)"):format(bars, empty))
+  t.near(bsvg.quantum({1e-6, 1e-6, 1.5e-6, 2.5e-6}), 0.5e-6, 1e-9, "the timer's step: the smallest gap between distinct values")
+end
+-- a stall among the samples: drawn without it, and counted
+do
+  local xs = {}
+  for i = 1, 300 do xs[i] = 2e-6 * (1 + 0.1 * math.random()) end
+  xs[math.random(300)] = 5e-3
+  local stall = bsvg.state_histogram("b", {name = "s", samples = xs, n_samples = 300, summaries = {}})
+  local drawn = 0
+  for c in stall:gmatch('class="bar"[^>]*><title>[^<]*: (%d+)</title>') do drawn = drawn + tonumber(c) end
+  t.ok(drawn == 299 and stall:find("1 beyond 3 IQR not drawn", 1, true) and stall:find(">time %(us%)<"),
+    "a 5 ms stall among 2 us samples: left out of the bars and the scale, and said")
+end
 -- many samples: the rug thins to MAX_RUG
 do
   local xs = {}

@@ -284,7 +284,7 @@ function M.histogram(bins, opts)
   for _, m in ipairs(opts.marks or {}) do x_lo, x_hi = math.min(x_lo, m.x), math.max(x_hi, m.x) end
   if x_hi <= x_lo then x_lo, x_hi = x_lo - 0.5, x_hi + 0.5 end
   y_max = y_max > 0 and y_max * 1.05 or 1
-  local left, right, top, bottom = 64, width - 24, opts.title and 36 or 16, height - 72
+  local left, right, top, bottom = 76, width - 24, opts.title and 36 or 16, height - 72
   local function px(x) return left + (x - x_lo) / (x_hi - x_lo) * (right - left) end
   local function py(y) return bottom - y / y_max * (bottom - top) end
   local color = opts.color or M.palette[1]

@@ -11,7 +11,8 @@
 --                         device), the confidence interval of the mean as
 --                         error bars;
 --   a state's histogram   its samples (cold GPU times, or cpu-only CPU
---                         times) in bins, with a kernel density estimate,
+--                         times; those beyond 3 IQR of the quartiles
+--                         counted, not drawn) in bins, with a kernel density estimate,
 --                         a rug of the samples and marks at the mean, the
 --                         median and the interval's ends: NVBench's
 --                         scripts/nvbench_histogram.py draws the same KDE and
@@ -62,14 +63,16 @@ end
 
 local function numeric(axis) return axis.kind == "int64" or axis.kind == "float64" end
 
--- The x axis of a benchmark's chart: the numeric axis with the most
--- values, else the axis with the most values; nil without axes.
+-- The x axis of a benchmark's chart: of the axes with more than one
+-- value, the numeric one with the most values, else the one with the
+-- most; nil without axes.
 function M.x_axis(axes)
+  local function rank(axis) return (#axis.values > 1 and 2 or 0) + (numeric(axis) and 1 or 0) end
   local best
   for _, axis in ipairs(axes) do
-    local better = not best or (numeric(axis) and not numeric(best))
-      or (numeric(axis) == numeric(best) and #axis.values > #best.values)
-    if better then best = axis end
+    if not best or rank(axis) > rank(best) or (rank(axis) == rank(best) and #axis.values > #best.values) then
+      best = axis
+    end
   end
   return best
 end
@@ -157,14 +160,40 @@ local function quantile(sorted, p)
   return sorted[lo + 1] + (pos - lo) * (sorted[lo + 2] - sorted[lo + 1])
 end
 
+-- The range a histogram draws: the samples', but no further than 3 IQR
+-- beyond the quartiles (a single stall of milliseconds among microsecond
+-- samples would leave one bar); the samples outside it are counted.
+-- Returns the sorted samples inside, and how many were left out.
+function M.drawn_range(sorted)
+  local iqr = quantile(sorted, 0.75) - quantile(sorted, 0.25)
+  if not (iqr > 0) then return sorted, 0 end
+  local lo, hi = quantile(sorted, 0.25) - 3 * iqr, quantile(sorted, 0.75) + 3 * iqr
+  local inside = {}
+  for _, x in ipairs(sorted) do if x >= lo and x <= hi then inside[#inside + 1] = x end end
+  return inside, #sorted - #inside
+end
+
+-- The timer's step: the smallest gap between distinct sorted samples
+-- (event times come in steps of about 0.5 us on a GPU, of a float's last
+-- bit under the fake); 0 for fewer than two distinct values.
+function M.quantum(sorted)
+  local step = math.huge
+  for i = 2, #sorted do
+    local gap = sorted[i] - sorted[i - 1]
+    if gap > 0 and gap < step then step = gap end
+  end
+  return step < math.huge and step or 0
+end
+
 -- Bins of the sorted samples: Freedman-Diaconis width (2 IQR / n^(1/3)),
+-- but no narrower than the timer's step (or every other bin is empty),
 -- 5 to 60 bins over [min, max]. Returns {{lo, hi, count}}, width.
 function M.bins(sorted)
   local n, lo, hi = #sorted, sorted[1], sorted[#sorted]
   local iqr = quantile(sorted, 0.75) - quantile(sorted, 0.25)
   local count = 1
   if hi > lo then
-    local fd = iqr > 0 and 2 * iqr / n ^ (1 / 3) or (hi - lo) / 10
+    local fd = math.max(iqr > 0 and 2 * iqr / n ^ (1 / 3) or (hi - lo) / 10, M.quantum(sorted))
     count = math.max(5, math.min(60, math.ceil((hi - lo) / fd)))
   else
     lo, hi = lo - 0.5 * math.max(math.abs(lo) * 1e-3, 1e-12), hi + 0.5 * math.max(math.abs(hi) * 1e-3, 1e-12)
@@ -178,7 +207,8 @@ function M.bins(sorted)
   return bins, width
 end
 
--- A Gaussian kernel density of the sorted samples (Silverman's bandwidth),
+-- A Gaussian kernel density of the sorted samples (Silverman's bandwidth, at
+-- least the timer's step),
 -- scaled to counts per bin width, at CURVE_POINTS points over [lo, hi].
 -- Made from a 512-cell histogram of the samples, so its cost does not grow
 -- with their number.
@@ -191,7 +221,8 @@ function M.density(sorted, lo, hi, bin_width)
   local sd = n > 1 and math.sqrt(sq / (n - 1)) or 0
   local iqr = quantile(sorted, 0.75) - quantile(sorted, 0.25)
   local spread = math.min(sd, iqr > 0 and iqr / 1.34 or sd)
-  local h = 0.9 * spread * n ^ (-0.2)
+  -- Silverman's bandwidth, but not under the timer's step (a comb otherwise)
+  local h = math.max(0.9 * spread * n ^ (-0.2), M.quantum(sorted))
   if not (h > 0) then return nil end
   local cells, cell_lo, cell_hi = 512, lo - 3 * h, hi + 3 * h
   local cell = (cell_hi - cell_lo) / cells
@@ -221,22 +252,32 @@ function M.state_histogram(bench_name, st, opts)
   opts = opts or {}
   local n = st.n_samples or 0
   if not st.samples or n == 0 then return nil end
-  local sorted = sorted_copy(st.samples, n)
-  local factor, unit = M.time_unit(sorted[n])
-  for i = 1, n do sorted[i] = sorted[i] * factor end
+  local all = sorted_copy(st.samples, n)
+  local sorted, left_out = M.drawn_range(all)
+  local factor, unit = M.time_unit(sorted[#sorted])
+  for i = 1, #sorted do sorted[i] = sorted[i] * factor end
   local bins, width = M.bins(sorted)
   local mean, lo, hi = M.state_interval(st)
   local marks = {}
   if mean then marks[#marks + 1] = {x = mean * factor, name = "mean", color = "#e15759"} end
-  marks[#marks + 1] = {x = quantile(sorted, 0.5), name = "median", color = "#59a14f"}
+  marks[#marks + 1] = {x = quantile(all, 0.5) * factor, name = "median", color = "#59a14f"}
   if lo and hi then
     marks[#marks + 1] = {x = lo * factor, name = "interval of the mean", color = "#e15759", dash = "4 3"}
     marks[#marks + 1] = {x = hi * factor, color = "#e15759", dash = "4 3"}
   end
-  local rug, stride = {}, math.max(1, math.ceil(n / M.MAX_RUG))
-  for i = 1, n, stride do rug[#rug + 1] = st.samples[i] * factor end
+  local rug, stride = {}, math.max(1, math.ceil(#sorted / M.MAX_RUG))
+  local lo_drawn, hi_drawn = sorted[1] / factor, sorted[#sorted] / factor
+  for i = 1, n, stride do
+    local x = st.samples[i]
+    if x >= lo_drawn and x <= hi_drawn then rug[#rug + 1] = x * factor end
+  end
+  -- with samples left out, a mark they pulled out of the drawn range (the mean) is left out too
+  for i = #marks, 1, -1 do
+    if left_out > 0 and (marks[i].x < bins[1][1] or marks[i].x > bins[#bins][2]) then table.remove(marks, i) end
+  end
   return svg.histogram(bins, {
-    title = opts.title or ("%s [%s]: %d samples"):format(bench_name, st.name, n),
+    title = opts.title or ("%s [%s]: %d samples%s"):format(bench_name, st.name, n,
+      left_out > 0 and (", %d beyond 3 IQR not drawn"):format(left_out) or ""),
     x_label = ("time (%s)"):format(unit), y_label = "samples", width = opts.width, height = opts.height,
     curve = M.density(sorted, bins[1][1], bins[#bins][2], width), marks = marks, rug = rug,
     x_format = function(x) return ("%.4g"):format(x) end,
