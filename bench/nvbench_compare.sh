@@ -10,6 +10,8 @@
 # options to cudalua's run (e.g. "--l2-flush 1": NVBench's flush size).
 # COMPARE_ARGS replaces the states both run (default: every copy and sleep
 # state), e.g. "-b copy -a Bytes[pow2]=[16]" for the 2^16-byte copies alone.
+# The options are NVBench's on both sides: an -a after a -b applies to that
+# benchmark alone, so --devices comes before the -b's.
 # SPDX-License-Identifier: MIT
 set -euf   # -f: the axis overrides' brackets are no file patterns
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,10 +19,10 @@ top=$(dirname "$here")
 out=${1:-$here/recorded/nvbench-$(date -u +%Y%m%d-%H%M)}
 cudalua=${CUDALUA:-cudalua}
 mkdir -p "$out"
-states=${COMPARE_ARGS:--b copy -b sleep -a Bytes[pow2]=[16:28:4]}
-python3 "$here/nvbench_ref.py" ${COMPARE_ARGS:-} --devices 0 --json "$out/nvbench.json" --md "$out/nvbench.md" \
+states=${COMPARE_ARGS:--b copy -a Bytes[pow2]=[16:28:4] -b sleep}
+python3 "$here/nvbench_ref.py" --devices 0 ${COMPARE_ARGS:-} --json "$out/nvbench.json" --md "$out/nvbench.md" \
   >"$out/nvbench.log" 2>&1
-"$cudalua" "$top/scripts/bench.lua" "$top/scripts/bench_example.lua" $states --devices 0 \
+"$cudalua" "$top/scripts/bench.lua" "$top/scripts/bench_example.lua" --devices 0 $states \
   ${CUDALUA_BENCH_OPTS:-} --json "$out/cudalua.json" --md "$out/cudalua.md" \
   >"$out/cudalua.out" 2>"$out/cudalua.log"
 "$cudalua" "$here/nvbench_table.lua" "$out/nvbench.json" "$out/cudalua.json" >"$out/table.md"

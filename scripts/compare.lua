@@ -14,7 +14,25 @@ local parser = cli.parser("compare", results.description())
   :usage("Usage: cudalua compare [options] A.json B.json")
 parser:argument("a", "The first results file (the baseline).")
 parser:argument("b", "The second results file.")
+-- nvbench_compare.py's options, for two NVBench JSON files
+parser:option("-b --benchmark", "NVBench JSON: compare only this benchmark (repeatable)."):count("*"):argname("NAME")
+parser:option("-a --axis", "NVBench JSON: only states with this axis value: NAME=VALUE, NAME=[V1,V2], " ..
+  "NAME[pow2]=E (repeatable)."):count("*"):argname("SPEC")
+parser:option("--threshold-diff", "NVBench JSON: show only states whose difference is at least this fraction " ..
+  "(all are counted)."):convert(tonumber):argname("FRACTION")
+parser:flag("--ignore-devices", "NVBench JSON: accepted; cudalua compare never stops on different device sections.")
+parser:flag("--no-color", "Accepted: cudalua compare writes no colour.")
+parser:flag("--plot", "nvbench_compare.py's plots: refused (use nvbench_compare.py).")
+parser:option("--plot-along", "nvbench_compare.py's plots: refused (use nvbench_compare.py)."):argname("AXIS")
 local args = cli.parse(parser, arg)
+if args.plot or args.plot_along then
+  io.stderr:write("compare: --plot and --plot-along draw with matplotlib: use cuda-bench's nvbench_compare.py for plots\n")
+  os.exit(2)
+end
+if args.threshold_diff and not (args.threshold_diff >= 0 and args.threshold_diff < math.huge) then
+  io.stderr:write("compare: --threshold-diff must be a fraction >= 0\n")
+  os.exit(2)
+end
 
 local function load(path)
   local doc, why = results.read(path)
@@ -46,31 +64,66 @@ local function describe(label, path, doc)
     tostring(device), tostring(env.time_utc)))
 end
 
+-- Each file as JSON, or an error naming it and why (missing, unreadable,
+-- empty, truncated or not JSON).
+local function decode(path)
+  local f, why = io.open(path)
+  if not f then
+    io.stderr:write("compare: ", why or (path .. ": cannot be read"), "\n")
+    os.exit(1)
+  end
+  local text = f:read("a") or ""
+  f:close()
+  if text:match("^%s*$") then
+    io.stderr:write(("compare: %s: the file is empty\n"):format(path))
+    os.exit(1)
+  end
+  local ok, doc = pcall(require("cuda.json").decode, text)
+  if not ok then
+    io.stderr:write(("compare: %s: not JSON (%s)\n"):format(path, (tostring(doc):gsub("^.-:%d+: ", ""))))
+    os.exit(1)
+  end
+  return doc
+end
+
 -- NVBench JSON (cudalua bench --json, or NVBench's own): state by state, with verdicts.
 do
-  local json = require "cuda.json"
   local nvcompare = require "cuda.bench.compare"
-  local function decode(path)
-    local f = io.open(path)
-    if not f then return nil end
-    local text = f:read("a")
-    f:close()
-    local ok, doc = pcall(json.decode, text)
-    return ok and doc or nil
-  end
   local da, db = decode(args.a), decode(args.b)
   if nvcompare.is_nvbench(da) or nvcompare.is_nvbench(db) then
-    if not (nvcompare.is_nvbench(da) and nvcompare.is_nvbench(db)) then
-      io.stderr:write("compare: one file is NVBench JSON and the other is not: compare like with like\n")
-      os.exit(1)
+    for _, f in ipairs{{args.a, da}, {args.b, db}} do
+      if not nvcompare.is_nvbench(f[2]) then
+        io.stderr:write(("compare: %s is not NVBench JSON (no \"benchmarks\" list) while %s is: compare like with like\n")
+          :format(f[1], f[1] == args.a and args.b or args.a))
+        os.exit(1)
+      end
+      local ok, why = nvcompare.check(f[2])
+      if not ok then
+        io.stderr:write(("compare: %s: not NVBench JSON as it should be: %s\n"):format(f[1], why))
+        os.exit(1)
+      end
+    end
+    local opts = {threshold = args.threshold_diff, axes = {}}
+    if #args.benchmark > 0 then
+      opts.benchmarks = {}
+      for _, name in ipairs(args.benchmark) do opts.benchmarks[name] = true end
+    end
+    for _, spec in ipairs(args.axis) do
+      local filter, why = nvcompare.axis_filter(spec)
+      if not filter then io.stderr:write("compare: -a: ", why, "\n"); os.exit(2) end
+      opts.axes[#opts.axes + 1] = filter
     end
     print(("Ref: %s\nCmp: %s"):format(args.a, args.b))
-    local text = nvcompare.markdown(nvcompare.compare(da, db))
+    local text = nvcompare.markdown(nvcompare.compare(da, db, opts))
     print(text)
     os.exit(0)
   end
 end
 
+if #args.benchmark > 0 or #args.axis > 0 or args.threshold_diff then
+  io.stderr:write("compare: -b, -a and --threshold-diff apply to NVBench JSON files (cudalua bench --json)\n")
+  os.exit(2)
+end
 local a, b = load(args.a), load(args.b)
 describe("A", args.a, a)
 describe("B", args.b, b)

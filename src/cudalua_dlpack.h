@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* cudalua_dlpack.h: DLPack tensors between a C library and the cuda module
- * of a Lua state (installed; see cudalua-api(3), "Views of memory cudalua
- * did not allocate").
+ * of a Lua state (installed; see cudalua-dlpack(3)).
  *
  * The cuda module registers its functions in the state's registry, so a C
  * library that embeds Lua, or a Lua C module, reaches them however the

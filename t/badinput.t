@@ -594,7 +594,8 @@ row("bench.register: a number", "require('cuda.bench').register(5)", "a function
 row("bench axis: a string in an int64 axis", BR .. ":add_int64_axis('N', {1, 'x'})", "axis 'N': value 2 must be an integer")
 row("bench axis: a float in an int64 axis", BR .. ":add_int64_axis('N', {1.5})", "must be an integer")
 row("bench axis: no values", BR .. ":add_float64_axis('F', {})", "non%-empty list")
-row("bench axis: a name with a space", BR .. ":add_string_axis('a b', {'x'})", "axis name")
+row("bench axis: an empty name", BR .. ":add_string_axis('', {'x'})", "an axis name must be a non%-empty string, got ''")
+row("bench axis: a number name", BR .. ":add_string_axis(5, {'x'})", "an axis name must be a non%-empty string, got 5")
 row("bench axis: pow2 exponent 63", BR .. ":add_int64_power_of_two_axis('B', {63})", "exponent 1 must be in 0..62")
 row("bench axis: twice", BR .. ":add_int64_axis('N', {1}):add_int64_axis('N', {2})", "axis 'N' already exists")
 row("bench axis: a number in a type axis", BR .. ":add_type_axis('T', {4})", "must be a string")
@@ -633,8 +634,8 @@ row("bench svg: a folder name not a string", "require('cuda.bench.svg').write({}
 row("bench svg: a NUL in the folder name", "require('cuda.bench.svg').write({}, 'a\\0b')", "NUL")
 row("svg.histogram: no bins", "require('cuda.svg').histogram({})", "svg.histogram: no bins")
 row("svg.histogram: a bin backwards", "require('cuda.svg').histogram({{2, 1, 3}})", "bin 1 must be {lo, hi, count}")
-row("bench: min_samples 0", BR .. ":set_min_samples(0)", "integer >= 1 expected")
-row("bench: timeout NaN", BR .. ":set_timeout(0/0)", "number >= 0 expected")
+row("bench: min_samples -1", BR .. ":set_min_samples(-1)", "integer >= 0 expected")
+row("bench: timeout NaN", BR .. ":set_timeout(0/0)", "'set_timeout' %(a number of seconds >= 0")
 row("bench: run_once a number", BR .. ":set_run_once(1)", "a boolean expected")
 row("bench: zip of a missing axis", BR .. ":add_int64_axis('A', {1}):zip_axes{'A', 'B'}", "no axis named 'B'")
 row("bench: an iteration space not a function", BR .. ":set_iteration_space(5)", "a function expected")
@@ -642,7 +643,7 @@ row("bench override: no such axis", "require('cuda.bench.axes').parse_override('
 row("bench override: a bad value", "local a = require('cuda.bench.axes'); a.parse_override('N=[1,y]', {a.new('N', 'int64', {1})})",
     "'y' is not an integer")
 row("bench override: a zero step", "local a = require('cuda.bench.axes'); a.parse_override('N=[1:4:0]', {a.new('N', 'int64', {1})})",
-    "step > 0")
+    "the step of a range must be > 0")
 row("bench state: a missing axis", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):get_int64('Nope')", "has no axis of that name")
 row("bench state: exec of a number", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
@@ -653,6 +654,70 @@ row("bench state: add_element_count negative", "local h = require('cuda.bench.ha
     "h.new_state(b, {}, {}, {}, nil, nil):add_element_count(-1)", "integer >= 0 expected")
 row("bench state: skip without a reason", "local h = require('cuda.bench.harness'); local b = h.register(function() end); " ..
     "h.new_state(b, {}, {}, {}, nil, nil):skip()", "a reason string expected")
+local ST = "local h = require('cuda.bench.harness'); local st = h.new_state(h.register(function() end), {}, {}, {}, nil); "
+row("bench state: set_stream of a table", ST .. "st:set_stream({__cuda_stream__ = function() end})",
+    "a cuda%.Stream expected, got table %(cudalua has no __cuda_stream__ protocol%)")
+row("bench state: set_stream of nothing", ST .. "st:set_stream()", "a cuda%.Stream expected, got nil")
+drow("bench state: set_stream of a closed stream", "local h = require('cuda.bench.harness'); " ..
+     "h.new_state(h.register(function() end), {}, {}, {}, f.dev):set_stream(f.closed_s)", "the cuda%.Stream is closed")
+row("bench state: a column name a number", ST .. "st:add_element_count(1, 5)",
+    "bad argument #2 to 'add_element_count' %(a column name %(string%) or nil expected, got 5%)")
+row("bench state: a reads column a table", ST .. "st:add_global_memory_reads(1, {})", "a column name %(string%) or nil expected, got table")
+row("bench state: a writes column a boolean", ST .. "st:add_global_memory_writes(1, true)", "a column name %(string%) or nil expected, got true")
+row("bench state: add_summary of a boolean", ST .. "st:add_summary('X', false)", "an integer, number or string expected, got false")
+row("bench state: add_summary of an empty name", ST .. "st:add_summary('', 1)", "a column name %(non%-empty string%) expected")
+row("bench state: or_default of the wrong type", ST .. "st:get_int64_or_default('N', 'x')", "a default int64 expected, got 'x'")
+row("bench state: axis values in colour 1", ST .. "st:get_axis_values_as_string(1)", "a boolean expected, got 1")
+row("bench state: get_kernel of a cpu-only state", ST .. "st:get_kernel('', 'k')", "a cpu%-only state has no device to compile")
+row("bench state: get_stream of a cpu-only state", ST .. "st:get_stream()", "a cpu%-only state has no device, so no stream")
+row("bench state: set_batch_target_time 0", ST .. "st:set_batch_target_time(0)", "a finite number of seconds > 0 expected, got 0")
+row("bench state: set_timeout NaN", ST .. "st:set_timeout(0/0)", "'set_timeout' %(a number of seconds >= 0")
+row("bench: throttle threshold 2", BR .. ":set_throttle_threshold(2)", "a fraction of the SM clock in 0%.%.1 %(0: no throttle watch%) expected, got 2")
+row("bench: batch target time inf", BR .. ":set_batch_target_time(math.huge)", "a finite number of seconds > 0 expected, got inf")
+row("bench: criterion string of a number", BR .. ":set_criterion_param_string('x', 5)", "bad argument #2 to 'set_criterion_param_string' %(a string expected, got 5%)")
+row("bench: criterion string of a float parameter", BR .. ":set_criterion_param_string('max-noise', 'x')", "is a float64 parameter")
+row("bench: criterion param name a number", BR .. ":set_criterion_param_float64(5, 1)", "a parameter name %(string%) expected, got 5")
+row("bench axis: a repeated value", BR .. ":add_string_axis('S', {'a', 'a'})", "values 1 and 2 are the same")
+row("bench override: a name with ':'", "require('cuda.bench.axes').parse_override('A:B=1', {})", "cannot hold ':'")
+row("bench override: not a string", "require('cuda.bench.axes').parse_override(5, {})", "a string expected, got number")
+row("bench override: an unbracketed list", "local a = require('cuda.bench.axes'); a.parse_override('N=1,2', {a.new('N', 'int64', {1})})",
+    "is not a value, a list")
+row("bench override: a range too large", "local a = require('cuda.bench.axes'); a.parse_override('N=[0:9223372036854775807]', {a.new('N', 'int64', {1})})",
+    "more than 100000 values")
+row("bench override: a range of strings", "local a = require('cuda.bench.axes'); a.parse_override('S=[a:b]', {a.new('S', 'string', {'a'})})",
+    "needs a numeric axis")
+row("bench override: an unclosed flag", "local a = require('cuda.bench.axes'); a.parse_override('N[pow2=1', {a.new('N', 'int64', {1})})",
+    "not closed")
+row("bench plan: a global override a benchmark lacks", "local r = require('cuda.bench.run'); " ..
+    "r.plan({require('cuda.bench').register(function() end):set_name('x')}, {'N=1'}, {})", "the benchmark 'x' has no axis 'N'")
+row("bench plan: not a benchmark", "require('cuda.bench.run').plan({5}, {}, {})", "a benchmark or {bench = b")
+row("bench.run_all_benchmarks: a number", "require('cuda.bench').run_all_benchmarks(5)", "a list of arguments expected, got number")
+row("bench.axis: the decorator form", "return require('cuda.bench').axis.int64", "add_int64_axis")
+row("bench.option: no such option", "return require('cuda.bench').option.fastest", "no such NVBench option")
+-- cudalua bench's command line, printers and compare (cuda.bench.cli, output, compare)
+local BCLI = "local c = require('cuda.bench.cli'); local b = " .. BR .. "; "
+row("bench --devices: all,0", "assert(require('cuda.bench.cli').device_ids('all,0', 2))", "'all' is not a device id")
+row("bench --devices: a zero stride", "assert(require('cuda.bench.cli').device_ids('[0:1:0]', 2))", "not a stride")
+row("bench --devices: a range past the devices", "assert(require('cuda.bench.cli').device_ids('[0:1000000000]', 2))",
+    "no device 1000000000 %(2 found%)")
+row("bench --devices: no such device", "assert(require('cuda.bench.cli').device_ids('[0,7]', 2))", "no device 7 %(2 found%)")
+row("bench --timeout: a word", BCLI .. "c.configurations({{target = 'timeout', value = 'soon'}}, {b}, 0)",
+    "%-%-timeout soon: 'soon' is not a number")
+row("bench --batch-target-time: inf", BCLI .. "c.configurations({{target = 'batch_target_time', value = 'inf'}}, {b}, 0)",
+    "not finite and positive")
+row("bench --max-angle with stdrel", BCLI .. "c.configurations({{target = 'max_angle', value = '1'}}, {b}, 0)",
+    "not valid for the active stopping criterion 'stdrel'")
+row("bench -b: no such benchmark", BCLI .. "c.configurations({{target = 'benchmark', value = 'x'}}, {b}, 0)",
+    "%-b x: no such benchmark")
+row("bench output: encode a function", "require('cuda.bench.output').encode({print})", "cannot encode a function")
+row("bench output: encode a table with keys", "require('cuda.bench.output').encode({a = coroutine.create(print)})",
+    "neither a list nor an output.object")
+row("bench compare: a benchmark without a name", "assert(require('cuda.bench.compare').check({benchmarks = {{}}}))",
+    "benchmarks%[1%] has no name")
+row("bench compare: benchmarks not a list", "assert(require('cuda.bench.compare').check({benchmarks = {x = 1}}))",
+    "is not a list")
+row("bench compare: an axis filter without =", "assert(require('cuda.bench.compare').axis_filter('N'))",
+    "must be NAME=VALUE")
 -- the hold of a stream by cuda.bench's blocking kernel (src/hold.c)
 row("hold_begin: nothing", "cuda.hold_begin()", "cuda%.Buffer expected")
 row("hold_begin: a number", "cuda.hold_begin(4)", "cuda%.Buffer expected")

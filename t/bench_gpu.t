@@ -13,8 +13,8 @@ local nvc = require "cuda.bench.compare"
 local dir = t.tmpdir()
 local src = os.getenv("CUDALUA_SRCDIR") or "."
 local path = dir .. "/gpu.json"
-local code, out, err = t.run(("%s bench '%s/scripts/bench_example.lua' -b copy -b sleep -a 'Bytes[pow2]=[26]' " ..
-  "-a 'T=[uint32_t]' -a 'Duration_us=[100]' --timeout 5 --json '%s'"):format(t.cudalua(), src, path))
+local code, out, err = t.run(("%s bench '%s/scripts/bench_example.lua' --timeout 5 -b copy -a 'Bytes[pow2]=[26]' " ..
+  "-a 'T=[uint32_t]' -b sleep -a 'Duration_us=[100]' --json '%s'"):format(t.cudalua(), src, path))
 t.is(code, 0, "cudalua bench runs the example on the GPU" .. (code ~= 0 and err or ""))
 t.diag(out)
 local doc = json.decode(t.read_file(path) or "{}")

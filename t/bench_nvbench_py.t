@@ -14,7 +14,7 @@ local dir = t.tmpdir()
 local src = os.getenv("CUDALUA_SRCDIR") or "."
 local path = dir .. "/out.json"
 local rc, _, err = t.run(("cd '%s' && %s %s bench '%s/scripts/bench_example.lua' --timeout 0.05 -q " ..
-  "-a 'Bytes[pow2]=[16:20:4]' -a 'Duration_us=[10]' --json '%s'"):format(dir,
+  "-b copy -a 'Bytes[pow2]=[16:20:4]' -b sleep -a 'Duration_us=[10]' -b cpu --jsonbin '%s'"):format(dir,
   fake.env("CUDALUA_BENCH_L2_BYTES=65536"), t.cudalua(), src, path))
 t.is(rc, 0, "cudalua bench writes the JSON" .. err)
 t.write_file(dir .. "/read.py", [[
@@ -38,5 +38,14 @@ t.like(out, "benches 3", "three benchmarks")
 t.like(out, "copy | T=uint32_t Bytes%[pow2%]=20 | True | True | True", "a copy state: axes, mean, samples, bandwidth")
 t.like(out, "sleep | Duration_us=10 | True | True | False", "a sleep state")
 t.like(out, "cpu | Iterations=1000 | True", "a cpu-only state")
+-- nvbench_compare.py (where tabulate is importable too): a file with itself
+if t.run(py .. " -c 'import tabulate' 2>/dev/null") == 0 then
+  rc, out, err = t.run(("cd '%s' && %s -m cuda.bench.scripts.nvbench_compare --no-color '%s' '%s'"):format(dir, py, path, path))
+  t.is(rc, 0, "nvbench_compare.py reads it" .. err)
+  t.like(out, "Failure %(diff > min_noise%):  0", "nvbench_compare.py: the file against itself, no failure")
+  t.like(out, "## %[0%] ", "nvbench_compare.py: a table per device")
+else
+  t.skip("python3 cannot import tabulate (nvbench_compare.py's)", 3)
+end
 os.execute("rm -rf '" .. dir .. "'")
 t.done()

@@ -288,6 +288,6 @@ end
 t.is(#files, 4, "--svg: the chart and three histograms, well-formed")
 t.is(count(t.read_file(dir .. "/pics/0-empty.svg") or "", "<circle"), 3, "--svg: a point per state")
 code, _, err = t.run(("cd '%s' && %s %s bench b.lua -q --svg plain"):format(dir, env, cudalua))
-t.ok(code == 2 and err:find("%-%-svg: cannot write into 'plain'"), "--svg onto a file: exit 2 before running: " .. err)
+t.ok(code == 2 and err:find("%-%-svg plain: cannot write into 'plain'"), "--svg onto a file: exit 2 before running: " .. err)
 t.ok(not err:find("Run:"), "--svg onto a file: nothing ran")
 t.done()

@@ -3,7 +3,12 @@
 -- exports, the error fields, the bundled scripts and the environment
 -- variables the code reads. The names come from the code itself (the
 -- loaded module, the registry, the C sources' fields functions, the Lua
--- sources), so a name added without documentation fails here. Needs no GPU.
+-- sources), so a name added without documentation fails here. Each API
+-- name has its entry (an item head) in exactly one of the API's pages,
+-- cudalua-api(3) and the pages it lists; the other pages may mention it.
+-- Then the pages' form (the sections, a NAME line that man -k finds), their
+-- examples (each runs under the fake driver) and their rendering (groff
+-- and man -l, without a warning). Needs no GPU.
 local t = require "tap"
 local cuda = require "cuda"
 
@@ -66,6 +71,12 @@ local function has_word(text, name)
   local pattern = "%f[%w_.:]" .. escape_pattern(name) .. "%f[^%w_]"
   if name:match("^[^%w_]") then pattern = escape_pattern(name) .. "%f[^%w_]" end
   return text:find(pattern) ~= nil
+end
+
+-- The roff of one section of a page (up to the next .SH), or nil.
+local function section_roff(roff, title)
+  local body = roff:match("\n%.SH " .. escape_pattern(title) .. "\n(.-)\n%.SH ")
+  return body or roff:match("\n%.SH " .. escape_pattern(title) .. "\n(.*)$")
 end
 
 -- --- names from the code ---------------------------------------------------------
@@ -312,6 +323,60 @@ local function report(list, roff, page)
   for _, line in ipairs(bad) do t.diag("undocumented " .. line) end
 end
 
+-- The heads of a page's items, as text: the tag line of each .TP or .TQ
+-- item (with its continuation lines), which man sets at the margin above
+-- the item's paragraph. A name's entry is a head that names it, in the
+-- section its check asks for if any; the paragraphs only mention names.
+local function item_heads(roff)
+  local lines = {}
+  for line in ((roff or "") .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = line end
+  local heads, k = {}, 1
+  while k < #lines do
+    if lines[k]:match("^%.T[PQ]%s*[%d.]*%a*$") then
+      k = k + 1
+      local head = lines[k]
+      while head:sub(-1) == "\\" and k < #lines do k = k + 1; head = head:sub(1, -2) .. lines[k] end
+      heads[#heads + 1] = head
+    end
+    k = k + 1
+  end
+  return plain("\n" .. table.concat(heads, "\n"))
+end
+
+local function names_it(c, text)
+  for _, words in ipairs(c.ways) do
+    local all_found = true
+    for _, word in ipairs(words) do all_found = all_found and has_word(text, word) end
+    if all_found then return true end
+  end
+  return false
+end
+
+-- The names without an entry, and those with entries in more than one
+-- page: a list of lines. pages: {name = roff}.
+local function entry_problems(list, pages)
+  local heads, names = {}, {}
+  for name in pairs(pages) do names[#names + 1] = name end
+  table.sort(names)
+  local function heads_of(name, where)
+    local key = name .. "\0" .. (where or "")
+    heads[key] = heads[key] or item_heads(where and section_roff(pages[name], where) or pages[name])
+    return heads[key]
+  end
+  local out = {}
+  for _, c in ipairs(list) do
+    local found = {}
+    for _, name in ipairs(names) do
+      if names_it(c, heads_of(name, c.where)) then found[#found + 1] = name end
+    end
+    local what = ("%s: %s%s"):format(c.kind, c.name, c.where and (" (in " .. c.where .. ")") or "")
+    if #found == 0 then out[#out + 1] = "no entry for " .. what
+    elseif #found > 1 then out[#out + 1] = ("entries for %s in %s"):format(what, table.concat(found, ", ")) end
+  end
+  table.sort(out)
+  return out
+end
+
 module_names()
 registered_types()
 field_names()
@@ -328,12 +393,27 @@ for kind, n in pairs(counts) do kinds[#kinds + 1] = ("%d %s"):format(n, kind) en
 table.sort(kinds)
 t.diag("names checked: " .. table.concat(kinds, ", "))
 
-local api_page = read("man/cudalua-api.3.in")
+-- The API's pages: cudalua-api(3), their index, and one a part of the module.
+local api_pages = {}
+for _, name in ipairs(t.ls(srcdir .. "/man")) do
+  local page = name:match("^(cudalua%-[%w_]+%.3)%.in$")
+  if page then api_pages[#api_pages + 1] = page end
+end
+t.ok(#api_pages > 10, ("found the API's pages (%d)"):format(#api_pages))
+-- Each page's roff: api_text the API's pages, page_text those and cudalua(1).
 local cli_page = read("man/cudalua.1.in")
-report(api_checks, api_page, "cudalua-api(3)")
+local all_pages = {"cudalua.1", table.unpack(api_pages)}
+local api_text, page_text = {}, {["cudalua.1"] = cli_page}
+for _, page in ipairs(api_pages) do
+  api_text[page] = read("man/" .. page .. ".in")
+  page_text[page] = api_text[page]
+end
+local bad_entries = entry_problems(api_checks, api_text)
+t.ok(#bad_entries == 0, ("each of the %d names has its entry in one page"):format(#api_checks))
+for _, line in ipairs(bad_entries) do t.diag(line) end
 report(cli_checks, cli_page, "cudalua(1)")
 
--- The check can fail: a page without one name's mentions misses it, and
+-- The checks can fail: a page without one name's mentions misses it, and
 -- only it.
 local function newly_missing(list, roff, word)
   local before = {}
@@ -345,12 +425,35 @@ local function newly_missing(list, roff, word)
   end
   return table.concat(new, "\n")
 end
-t.is(newly_missing(api_checks, api_page, "cuda.real_path"), "module: cuda.real_path",
-     "a page without cuda.real_path is reported")
-t.is(newly_missing(api_checks, api_page, "dev.uuid"), "field: dev.uuid",
-     "a page without dev.uuid is reported")
-t.is(newly_missing(api_checks, api_page, "context_lost"), "error field: context_lost (in ERRORS)",
-     "a page without context_lost is reported")
+
+-- The entry problems that changing the API's pages makes, and only those.
+local function new_entry_problems(change)
+  local before, pages = {}, {}
+  for _, line in ipairs(entry_problems(api_checks, api_text)) do before[line] = true end
+  for page, roff in pairs(api_text) do pages[page] = change(page, roff) end
+  local new = {}
+  for _, line in ipairs(entry_problems(api_checks, pages)) do
+    if not before[line] then new[#new + 1] = line end
+  end
+  return table.concat(new, "\n")
+end
+local function without(word)
+  return function(_, roff) return (roff:gsub("%f[%w_]" .. escape_pattern(word) .. "%f[^%w_]", "REMOVED")) end
+end
+t.is(new_entry_problems(without("cuda.real_path")), "no entry for module: cuda.real_path",
+     "pages without cuda.real_path are reported")
+t.is(new_entry_problems(without("dev.uuid")), "no entry for field: dev.uuid",
+     "pages without dev.uuid are reported")
+t.is(new_entry_problems(without("context_lost")), "no entry for error field: context_lost (in ERRORS)",
+     "pages without context_lost are reported")
+t.is(new_entry_problems(function(_, roff) return (roff:gsub("%.TP\n(%.BI cuda%.real_path%()", ".PP\n%1")) end),
+     "no entry for module: cuda.real_path", "a mere mention of cuda.real_path is no entry")
+t.is(new_entry_problems(function(page, roff)
+       return page == "cudalua-device.3" and roff .. ".TP\n.B cuda.real_path\nAgain.\n" or roff
+     end), "entries for module: cuda.real_path in cudalua-api.3, cudalua-device.3",
+     "a second entry for cuda.real_path in another page is reported")
+t.is(item_heads(".TP\n.BR a.b ,\\\nc.d\nbody e.f\n.TQ\n.B g.h\n.PP\ni.j\n"), "\na.b ,c.d\ng.h",
+     "item heads are the tag lines of .TP and .TQ, with their continuations")
 t.is(newly_missing(cli_checks, cli_page, "COLUMNS"), "environment: COLUMNS (in ENVIRONMENT)",
      "a page without COLUMNS is reported")
 t.is(newly_missing(cli_checks, cli_page, "launch_cost"),
@@ -360,12 +463,203 @@ t.ok(has_word(plain("\\fBcuda.launch\\fR(s)"), "cuda.launch")
      and has_word(plain(".BR buf:copy_to ( dst )"), "buf:copy_to")
      and not has_word("xbuf:copy_to", "buf:copy_to"), "names match as words")
 
+-- --- the pages' form -----------------------------------------------------------------
+
+local REQUIRED_SECTIONS = {"NAME", "SYNOPSIS", "DESCRIPTION", "ERRORS", "EXAMPLES", "SEE ALSO"}
+
+-- What is wrong with a page's form: its sections, its NAME line (whatis
+-- form: "cudalua\-device \- what it covers", which mandb indexes for
+-- apropos and man -k), and its SEE ALSO naming the index.
+local function form_problems(page, roff)
+  local bad, at = {}, 0
+  for _, title in ipairs(REQUIRED_SECTIONS) do
+    local pos = roff:find("\n%.SH " .. escape_pattern(title) .. "\n")
+    if not pos then bad[#bad + 1] = "no " .. title .. " section"
+    elseif pos < at then bad[#bad + 1] = title .. " out of order" end
+    at = pos or at
+  end
+  local base = page:match("^(.*)%.%d$")
+  local name_line = (section_roff(roff, "NAME") or ""):match("^[^\n]*")
+  local name = name_line:match("^(.-) \\%- %S")
+  if not name or name:gsub("\\%-", "-") ~= base then
+    bad[#bad + 1] = "NAME is not '" .. base:gsub("%-", "\\-") .. " \\- ...': " .. name_line
+  end
+  local th = roff:match("^%.TH (%S+) (%d)")
+  if th ~= base:upper() then bad[#bad + 1] = ".TH names " .. tostring(th) end
+  if base ~= "cudalua-api" and not has_word(plain(section_roff(roff, "SEE ALSO") or ""), "cudalua-api") then
+    bad[#bad + 1] = "SEE ALSO does not name cudalua-api(3)"
+  end
+  return bad
+end
+
+local index_pages = plain(section_roff(read("man/cudalua-api.3.in"), "PAGES") or "")
+local makefile = read("Makefile.am")
+local installed = makefile:match("\nman_MANS = (.-[^\\])\n"):gsub("\\\n", " ")
+for _, page in ipairs(api_pages) do
+  local bad = form_problems(page, api_text[page])
+  t.ok(#bad == 0, page .. ": NAME (whatis form), SYNOPSIS, DESCRIPTION, ERRORS, EXAMPLES, SEE ALSO")
+  for _, why in ipairs(bad) do t.diag(why) end
+  t.ok(has_word(installed, "man/" .. page), page .. " is in Makefile.am's man_MANS")
+  if page ~= "cudalua-api.3" then
+    t.ok(index_pages:find(page:match("^(.*)%.3$") .. " (3)", 1, true), "cudalua-api(3)'s PAGES names " .. page)
+  end
+end
+t.is(table.concat(form_problems("cudalua-x.3", table.concat({".TH CUDALUA-X 3", ".SH NAME", "cudalua\\-x is a page",
+  ".SH SYNOPSIS", ".SH DESCRIPTION", ".SH EXAMPLES", ".SH ERRORS", ".SH SEE ALSO", ".BR cudalua\\-api (3)"}, "\n")), "; "),
+  "EXAMPLES out of order; NAME is not 'cudalua\\-x \\- ...': cudalua\\-x is a page",
+  "a page out of order, without a whatis NAME line, is reported")
+
+-- man-db's man, not a stand-in (a minimized system's /usr/bin/man only
+-- says that it was removed).
+local have_man = t.run("command -v lexgrog >/dev/null && command -v mandb >/dev/null"
+  .. " && man --version 2>/dev/null | grep -q '^man '") == 0
+
+-- lexgrog reads a page's NAME as mandb does; mandb over the built pages
+-- then lets man -k (apropos) find every one.
+if not have_man then
+  t.skip("man-db (lexgrog, mandb, man) is not installed", 2)
+else
+  local seen = {}
+  for _, page in ipairs(all_pages) do
+    local _, out = t.run(("lexgrog '%s/man/%s'"):format(builddir, page))
+    local name = out:match(': "(%S+) %- ')
+    if name == page:match("^(.*)%.%d$") then seen[#seen + 1] = name end
+  end
+  t.is(#seen, #all_pages, "lexgrog reads every page's whatis line")
+  local dir = t.tmpdir()
+  os.execute(("mkdir -p '%s/man1' '%s/man3' && cp '%s'/man/*.1 '%s/man1' && cp '%s'/man/*.3 '%s/man3'")
+    :format(dir, dir, builddir, dir, builddir, dir))
+  local _, listed = t.run(("mandb -q -c '%s' >/dev/null && man -M '%s' -k cudalua"):format(dir, dir))
+  local missing_pages = {}
+  for _, page in ipairs(all_pages) do
+    local base, sec = page:match("^(.*)%.(%d)$")
+    if not listed:find("\n" .. escape_pattern(base) .. " %(" .. sec .. "%)") and
+       not listed:find("^" .. escape_pattern(base) .. " %(" .. sec .. "%)") then
+      missing_pages[#missing_pages + 1] = page
+    end
+  end
+  os.execute(("rm -rf '%s'"):format(dir))
+  t.is(table.concat(missing_pages, " "), "", "man -k cudalua lists every page")
+end
+
+-- --- the examples -------------------------------------------------------------------
+
+-- The code of an EXAMPLES block, its roff escapes undone; nil and the
+-- escape for one this does not know (it would run as something else).
+local CODE_ESCAPES = {["\\e"] = "\\", ["\\-"] = "-", ["\\&"] = "", ["\\(dq"] = '"', ["\\(aq"] = "'",
+                      ["\\(ti"] = "~", ["\\(ha"] = "^", ["\\(rs"] = "\\"}
+local function unescape_code(roff)
+  local unknown
+  local code = roff:gsub("\\%(%a%a", function(e) return CODE_ESCAPES[e] end)
+  code = code:gsub("\\.", function(e)
+    if CODE_ESCAPES[e] then return CODE_ESCAPES[e] end
+    unknown = unknown or e
+  end)
+  if unknown then return nil, unknown end
+  return code
+end
+
+-- Every .EX block of a page's EXAMPLES section.
+local function example_blocks(roff)
+  local blocks = {}
+  for block in (section_roff(roff, "EXAMPLES") or ""):gmatch("\n%.EX\n(.-)\n%.EE") do
+    blocks[#blocks + 1] = block
+  end
+  return blocks
+end
+
+-- Command lines for a shell, not a Lua program (cudalua(1)'s examples of
+-- its options: the scripts they run have tests of their own).
+local function is_shell(code)
+  for line in code:gmatch("[^\n]+") do
+    if not (line:match("^cudalua%s") or line:match("^[%u_]+=%S*%s+cudalua%s")) then return false end
+  end
+  return true
+end
+
+local fake = require "fake"
+local function exists(path) return path ~= nil and t.read_file(path) ~= nil end
+local have_fake = exists(os.getenv("CUDALUA_FAKE_LIBCUDA"))
+local have_mpi = exists(builddir .. "/src/.libs/mpi_core.so")
+
+-- Open MPI's plugins stay loaded and its frames unwind in full, as in
+-- t/mpi.t, so that the sanitizer build's leak reports name them (t/lsan.supp).
+local MPI_ENV = "OMPI_MCA_mca_base_component_disable_dlclose=1"
+  .. " LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" "
+
+-- Runs one example under the fake driver in a folder of its own. A first
+-- line "-- NAME.lua: COMMAND" says how the reader runs it (cudalua bench
+-- NAME.lua ...); "mpirun -n N" runs here as a job of one rank. Returns
+-- the exit code and the output (a run line that runs no cudalua on its
+-- file fails), or nil and why it was not run.
+local function run_example(code)
+  local file, command = code:match("^%-%- ([%w_]+%.lua): ([^\n]+)")
+  command = command or "cudalua example.lua"
+  file = file or "example.lua"
+  command = command:gsub("^mpirun %-n %d+ ", "")
+  local uses_mpi = code:find('require "cuda.mpi"', 1, true) ~= nil
+  if uses_mpi and not have_mpi then return nil, "cudalua was built without MPI" end
+  local env = fake.env(uses_mpi and MPI_ENV or nil)
+  local rest = command:match("^cudalua(%s.*)$")
+  if not rest or not has_word(rest, file) then return 1, "not a cudalua command on " .. file .. ": " .. command end
+  local dir = t.tmpdir()
+  t.write_file(dir .. "/" .. file, code)
+  local rc, out, err = t.run(("cd '%s' && %s timeout %d %s%s"):format(dir, env, t.time_limit(60),
+    t.cudalua(), rest))
+  os.execute(("rm -rf '%s'"):format(dir))
+  return rc, out .. err
+end
+
+local examples, shell_blocks = 0, 0
+for _, page in ipairs(all_pages) do
+  local blocks = example_blocks(page_text[page])
+  t.ok(#blocks > 0, page .. " has examples")
+  for i, block in ipairs(blocks) do
+    local code, unknown = unescape_code(block)
+    local what = ("%s, example %d"):format(page, i)
+    if not code then
+      t.ok(false, what .. ": its roff escapes are code's")
+      t.diag("unknown escape " .. unknown)
+    elseif is_shell(code) then
+      shell_blocks = shell_blocks + 1
+    elseif not have_fake then
+      t.skip("no fake driver (CUDALUA_FAKE_LIBCUDA: run by make check)")
+    else
+      local rc, out = run_example(code)
+      if rc == nil then
+        t.skip(what .. ": " .. out)
+      else
+        examples = examples + 1
+        t.is(rc, 0, what .. " runs under the fake driver")
+        if rc ~= 0 then t.diag(out) end
+      end
+    end
+  end
+end
+t.ok(examples > #api_pages, ("ran the pages' examples (%d; %d blocks of shell commands not run)")
+  :format(examples, shell_blocks))
+t.is(select(2, unescape_code("a \\- b \\(dq\\e\\(aq\\&")), nil, "code escapes undone")
+t.is(unescape_code("a \\- b \\(dq\\e\\(aq\\&"), "a - b \"\\'", "code escapes give the code")
+t.is(select(2, unescape_code("x \\fBbold\\fR")), "\\f", "an escape that is not code's is reported")
+if have_fake then
+  t.isnt(run_example("local cuda = require \"cuda\"\nerror('an example that fails')"), 0,
+         "an example that fails is reported")
+  t.isnt(run_example("-- a.lua: lua a.lua\nprint(1)"), 0, "an example run other than by cudalua is reported")
+end
+
 -- --- rendering ---------------------------------------------------------------------
 
 -- groff's warnings (-ww) on a page, when groff is installed.
 local function groff_warnings(file)
   local code, out, err = t.run(("groff -man -Tutf8 -ww -z '%s'"):format(file))
   return code == 0 and err == "" and out == "", err
+end
+
+-- What man -l, as a reader runs it (man-db's preprocessors, then groff
+-- with every warning on), says on standard error about a page.
+local function man_warnings(file)
+  local code, _, err = t.run(("MANWIDTH=80 man --warnings=w -l '%s' >/dev/null"):format(file))
+  return code == 0 and err == "", err
 end
 
 -- The pages name the installation's folders; a long prefix (distcheck's
@@ -383,21 +677,57 @@ local function long_prefix_warnings(page)
   os.remove(file)
   -- every path can break after each slash, so no line holds the raw prefix
   local module = (long_prefix .. "/lib/lua/5.4/cuda.so"):gsub("/", "/\\:")
+  local names_module = read("man/" .. page .. ".in"):find("@luacmoddir@", 1, true)
   return written and clean and text:find(long_prefix, 1, true) == nil
-    and text:find(module, 1, true) ~= nil, err
+    and (not names_module or text:find(module, 1, true) ~= nil), err
 end
 
+-- The pages that name an installation folder (@bindir@, @luacmoddir@...).
+local function names_folders(page) return read("man/" .. page .. ".in"):find("@%l+dir@") ~= nil end
+
+local with_folders = {}
+for _, page in ipairs(all_pages) do
+  if names_folders(page) then with_folders[#with_folders + 1] = page end
+end
+t.ok(#with_folders >= 2, "cudalua(1) and cudalua-api(3) name the installation's folders")
 if t.run("command -v groff >/dev/null") ~= 0 then
-  t.skip("groff is not installed", 4)
+  t.skip("groff is not installed", #all_pages + #with_folders)
 else
-  for _, page in ipairs{"cudalua-api.3", "cudalua.1"} do
+  for _, page in ipairs(all_pages) do
     local clean, err = groff_warnings(builddir .. "/man/" .. page)
     t.ok(clean, page .. " renders without warnings")
     if not clean then t.diag(err) end
-    clean, err = long_prefix_warnings(page)
+  end
+  for _, page in ipairs(with_folders) do
+    local clean, err = long_prefix_warnings(page)
     t.ok(clean, page .. " renders without warnings for a " .. #long_prefix .. "-character prefix")
     if not clean then t.diag(err) end
   end
 end
+
+-- A page with a mistake (a macro that does not exist, a character groff
+-- cannot find, an item without a body at the end) fails both checks.
+local broken = os.tmpname()
+t.write_file(broken, table.concat({t.read_file(builddir .. "/man/cudalua-stream.3"),
+  ".XX not a macro", "a \\[nosuchchar] character", ".TP", ""}, "\n"))
+if t.run("command -v groff >/dev/null") ~= 0 then
+  t.skip("groff is not installed")
+else
+  local clean, err = groff_warnings(broken)
+  t.ok(not clean and err:find("macro 'XX' not defined", 1, true), "groff reports a broken page")
+end
+if not have_man or t.run("command -v groff >/dev/null") ~= 0 then
+  t.skip("man or groff is not installed", #all_pages + 1)
+else
+  for _, page in ipairs(all_pages) do
+    local clean, err = man_warnings(builddir .. "/man/" .. page)
+    t.ok(clean, "man -l " .. page .. " renders without warnings")
+    if not clean then t.diag(err) end
+  end
+  local clean, err = man_warnings(broken)
+  t.ok(not clean and err:find("macro 'XX' not defined", 1, true) and err:find("nosuchchar", 1, true),
+       "man -l reports a broken page")
+end
+os.remove(broken)
 
 t.done()

@@ -555,6 +555,46 @@ local actions = {
       local st = {name = "s", index = {}, samples = {any(), 1e-6, 2e-6}, n_samples = math.random(0, 3),
         summaries = {{tag = "nv/cold/time/gpu/mean", value = any()}}}
       return bsvg.write({{name = "f", axes = {}, states = {st}}}, dirs[math.random(#dirs)]) end,
+  -- a state measuring a stream it was given (a picked one: maybe closed, capturing, or a
+  -- context's), with summary columns of any type
+  function() local s, h, run = pick("stream"), require("cuda.bench.harness"), require("cuda.bench.run")
+      local b = h.register(function(state)
+        if math.random(2) == 1 then state:set_stream(math.random(4) == 1 and any() or s) end
+        state:add_element_count(math.random(0, 9), math.random(2) == 1 and "E" or any())
+        state:add_global_memory_reads(math.random(0, 9), math.random(2) == 1 and "R" or any())
+        state:add_global_memory_writes(math.random(0, 9), math.random(2) == 1 and "W" or any())
+        state:add_summary(math.random(2) == 1 and "S" or any(), any())
+        state:exec(function(launch) if math.random(8) == 1 then state:set_stream(s) end end, {batched = false})
+      end):set_stopping_criterion("sample_count", {["sample-count"] = 2}):set_timeout(0.01)
+        :set_blocking_kernel_timeout(0.05)
+      for i = #h.registry, 1, -1 do h.registry[i] = nil end
+      run.run(run.plan({b}, {}, {dev}), {log = function() end, l2_bytes = math.random(0, 4096), clock_source = false}) end,
+  -- overrides stitched from fragments: names with spaces and colons, flags, lists, ranges near the int64 limits
+  function() local axes = require("cuda.bench.axes")
+      local parts = {"A", " A ", "Dur (s)", "A:B", "", "[pow2]", "[]", "[x", "=", "==", "[1:9:2]", "[1,,2]",
+                     "[0:9223372036854775807]", "[-9223372036854775808:9223372036854775807:4611686018427387904]",
+                     "1,2", "[a:b]", "inf", "nan", "[1:2:3:4]", "[ 1 , 2 ]", "[0:1.1:0.3]", "[5:1]", "]"}
+      local spec = {}
+      for i = 1, math.random(1, 4) do spec[i] = parts[math.random(#parts)] end
+      local kinds = {{"int64", {1}}, {"float64", {1.5}}, {"string", {"x"}}, {"type", {"int", "float"}}}
+      local k = kinds[math.random(#kinds)]
+      return axes.parse_override(table.concat(spec), {axes.new("A", k[1], k[2], math.random(4) == 1 and "pow2" or nil),
+        axes.new("Dur (s)", "float64", {1})}) end,
+  -- the State API with any arguments, on a GPU state or a cpu-only one
+  function() local h = require("cuda.bench.harness")
+      local b = h.register(function() end):add_int64_axis("N", {1}):add_float64_axis("F", {0.5})
+      local st = h.new_state(b, b.axes, {N = 1, F = 1}, {}, math.random(2) == 1 and dev or nil)
+      local calls = {"get_int64_or_default", "get_float64_or_default", "get_string_or_default", "get_int64", "get_float64",
+                     "get_axis_values_as_string", "set_min_samples", "set_timeout", "set_throttle_threshold",
+                     "set_cold_warmup_runs", "set_cold_max_warmup_walltime", "set_batch_target_time",
+                     "set_blocking_kernel_timeout", "set_run_once", "set_disable_blocking_kernel", "skip",
+                     "add_element_count", "set_element_count", "get_stream", "get_short_description", "get_kernel"}
+      for _ = 1, math.random(1, 6) do
+        local m = calls[math.random(#calls)]
+        pcall(st[m], st, math.random(2) == 1 and "N" or any(), any())
+      end
+      h.close_state(st)
+      for i = #h.registry, 1, -1 do h.registry[i] = nil end end,
   -- a hold (cuda.bench's blocking kernel, src/hold.c) around a few random
   -- calls: releases are deferred, waits let the hold go; it always ends
   function() local buf = pick("buffer")
@@ -612,6 +652,28 @@ local actions = {
   function() local v = pick("view"); if v and fakecuda then
       local a = v:to_dlpack(any())      -- {} or nil only: a legacy tensor, deleted as a C library would
       fakecuda.dlpack_delete(a, false) end end,
+  -- cudalua bench's printers, options and compare: NVBench's output of
+  -- random values (the encoders raise strings on what they cannot write)
+  function() local out, run = require("cuda.bench.output"), require("cuda.bench.run")
+      local hints = {"duration", "item_rate", "byte_rate", "bytes", "frequency", "percentage", "sample_size", "x"}
+      local s = {tag = "t", name = "n", hint = hints[math.random(#hints)], type = ({"int64", "float64", "string"})[math.random(3)],
+                 value = any()}
+      run.format_value(s)
+      return out.encode({out.object("v", any(), "w", {any(), any()}), out.fmt_float(math.random() * 10 ^ math.random(-300, 300))}) end,
+  function() local cl = require("cuda.bench.cli")
+      local specs = {"all", "0", "[0,1]", "[0:1]", "0,1", "all,0", "[0:9:0]", "", "[", "-1", "1e9", any()}
+      cl.device_ids(tostring(specs[math.random(#specs)]), math.random(0, 4))
+      local targets = {"timeout", "skip_time", "min_samples", "max_noise", "max_angle", "target_samples", "stopping_criterion",
+                       "batch_target_time", "throttle_threshold", "devices", "axis", "profile", "no_batch", "benchmark"}
+      local b = require("cuda.bench.harness").register(function() end):add_int64_axis("N", {1})
+      local h = require("cuda.bench.harness")
+      for i = #h.registry, 1, -1 do h.registry[i] = nil end
+      cl.configurations({{target = targets[math.random(#targets)], value = tostring(any())}}, {b}, math.random(0, 2)) end,
+  function() local nvc = require("cuda.bench.compare")
+      local doc = {benchmarks = {{name = tostring(any()), states = {{device = any(), axis_values = {{name = "N", value = any()}},
+        summaries = {{tag = "nv/cold/time/gpu/mean", data = {{name = "value", value = any()}}}}}}}}}
+      if math.random(3) == 1 then doc.benchmarks[1].states[1] = any() end
+      if nvc.check(doc) then nvc.markdown(nvc.compare(doc, doc)) end end,
 }
 
 local skip = {}                         -- FUZZ_SKIP="36 39": actions left out, to tell a hang's cause

@@ -63,6 +63,14 @@ function M.raises(f, pattern, name)
   return err
 end
 
+-- A failing check whose cause is known and not yet fixed: TAP's TODO, which
+-- does not fail the file (emit it only when the check fails: a passing TODO
+-- is an unexpected pass, which automake counts as a failure).
+function M.todo(name, reason)
+  count = count + 1
+  out("not ok ", count, " - ", name or "", " # TODO ", reason)
+end
+
 function M.skip(reason, n)
   for _ = 1, n or 1 do
     count = count + 1

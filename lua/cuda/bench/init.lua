@@ -578,9 +578,6 @@ end
 -- bench.register(fn) -> a benchmark (cuda.bench.harness): axes, settings,
 -- and fn(state) measured by state:exec; `cudalua bench FILE.lua` runs them.
 function M.register(fn)
-  if type(fn) ~= "function" then
-    error(("bad argument #1 to 'register' (a function expected, got %s)"):format(type(fn)), 2)
-  end
   return require("cuda.bench.harness").register(fn)
 end
 
@@ -588,5 +585,40 @@ end
 function M.registered()
   return require("cuda.bench.harness").registry
 end
+
+-- NVBench's run_all_benchmarks(argv): parses cudalua bench's options from
+-- argv (the script's `arg`) and runs every registered benchmark. Under
+-- `cudalua bench FILE.lua` it does nothing: the command runs them once the
+-- file is loaded. A second call raises, as NVBench's.
+function M.run_all_benchmarks(argv)
+  local harness = require "cuda.bench.harness"
+  if argv ~= nil and type(argv) ~= "table" then
+    error(("bad argument #1 to 'run_all_benchmarks' (a list of arguments expected, got %s)"):format(type(argv)), 2)
+  end
+  if harness.loading then return end
+  if harness.finalized then error("bench.run_all_benchmarks: the benchmarks were already executed", 2) end
+  if #harness.registry == 0 then error("bench.run_all_benchmarks: no benchmark was registered (bench.register(fn))", 2) end
+  harness.finalized = true
+  local script = (argv and argv[0] or "bench"):match("[^/]*$")
+  require("cuda.bench.cli").main(table.move(argv or {}, 1, #(argv or {}), 1, {}), script, nil, harness.registry)
+end
+
+-- Python's decorator form (@bench.axis.int64(...), @bench.option.timeout(...))
+-- has no Lua syntax: each name says which chained setter does the same.
+local function decorator_table(kind, setters)
+  return setmetatable({}, {__index = function(_, name)
+    local setter = setters[name] or (type(name) == "string" and (name:match("^set_") and name or "set_" .. name))
+    if not require("cuda.bench.harness").Benchmark[setter] then
+      error(("bench.%s.%s: no such NVBench %s"):format(kind, tostring(name), kind), 2)
+    end
+    error(("bench.%s.%s: Python's decorator form has no Lua syntax; chain the setter on what bench.register "
+      .. "returns: bench.register(fn):%s(...)"):format(kind, tostring(name), setter), 2)
+  end})
+end
+M.axis = decorator_table("axis", {int64 = "add_int64_axis", int64_power_of_two = "add_int64_power_of_two_axis",
+  power_of_two = "add_int64_power_of_two_axis", float64 = "add_float64_axis", string = "add_string_axis",
+  add_int64_axis = "add_int64_axis", add_int64_power_of_two_axis = "add_int64_power_of_two_axis",
+  add_float64_axis = "add_float64_axis", add_string_axis = "add_string_axis"})
+M.option = decorator_table("option", {name = "set_name", is_cpu_only = "set_is_cpu_only", run_once = "set_run_once"})
 
 return M
