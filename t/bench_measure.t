@@ -257,4 +257,28 @@ do
   t.like(r.states[1].error or "", "L2 flush buffer .* too large to allocate", "l2 flush: the state fails naming the setting")
 end
 
+-- --- the ci criterion from the command line --------------------------------------------------
+do
+  local dir = t.tmpdir()
+  t.write_file(dir .. "/b.lua", [[
+local bench = require "cuda.bench"
+bench.register(function(state) state:exec(function() end, {batched = false}) end):set_name("e")
+]])
+  local cmd = ("cd '%s' && %s %s bench b.lua -q --timeout 5 "):format(dir, fake.env("CUDALUA_BENCH_L2_BYTES=4096"),
+    t.cudalua())
+  local code, _, err = t.run(cmd .. "--stopping-criterion ci --max-width 50 --confidence 90 --json out.json")
+  local doc = require("cuda.json").decode(t.read_file(dir .. "/out.json") or "{}")
+  local conf
+  for _, s in ipairs(doc.benchmarks and doc.benchmarks[1].states[1].summaries or {}) do
+    if s.tag == "cudalua/cold/time/gpu/mean/ci_confidence" then conf = tonumber(s.data[1].value) end
+  end
+  t.ok(code == 0 and conf and math.abs(conf - 0.9) < 1e-12, "cli: --confidence 90 is the interval's 0.9" .. err)
+  for _, bad in ipairs{{"--stopping-criterion ci --confidence 100", "%-%-confidence 100: '100' is not a percentage"},
+                       {"--stopping-criterion ci --max-width 0", "%-%-max%-width 0: '0' is not a percentage > 0"},
+                       {"--max-width 1", "not valid for the active stopping criterion 'stdrel'"}} do
+    code, _, err = t.run(cmd .. bad[1])
+    t.ok(code == 2 and err:find(bad[2]), ("cli: %s is refused before anything runs: %s"):format(bad[1], err))
+  end
+end
+
 t.done()
