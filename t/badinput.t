@@ -602,6 +602,38 @@ row("bench axis: a number in a type axis", BR .. ":add_type_axis('T', {4})", "mu
 row("bench: unknown criterion", BR .. ":set_stopping_criterion('fastest')", "unknown criterion 'fastest'")
 row("bench: a criterion parameter a string", BR .. ":set_stopping_criterion('stdrel', {['max-noise'] = 'x'})",
     "must be a number")
+row("bench: ci max-width 0", BR .. ":set_stopping_criterion('ci', {['max-width'] = 0})",
+    "criterion parameter 'max%-width' must be a number > 0")
+row("bench: ci max-width infinite", BR .. ":set_stopping_criterion('ci', {['max-width'] = 1/0})",
+    "criterion parameter 'max%-width' must be a number > 0")
+row("bench: ci max-width NaN", BR .. ":set_stopping_criterion('ci', {['max-width'] = 0/0})", "'max%-width' must be")
+row("bench: ci confidence 1", BR .. ":set_stopping_criterion('ci', {confidence = 1})",
+    "criterion parameter 'confidence' must be a number between 0 and 1")
+row("bench: ci confidence 0", BR .. ":set_stopping_criterion('ci', {confidence = 0})", "'confidence' must be")
+row("bench: ci confidence a string", BR .. ":set_stopping_criterion('ci', {confidence = 'high'})",
+    "'confidence' must be a number between 0 and 1 %(exclusive%), got high")
+row("bench: ci confidence set later", "require('cuda.bench.criteria').new('ci', {confidence = -2})",
+    "'confidence' must be")
+row("bench stats: t_quantile of p 1", "require('cuda.bench.stats').t_quantile(1, 3)",
+    "bad argument #1 to 't_quantile' %(a number between 0 and 1 expected, got 1%)")
+row("bench stats: t_quantile of dof 0", "require('cuda.bench.stats').t_quantile(0.9, 0)",
+    "bad argument #2 to 't_quantile' %(a finite number > 0 expected")
+row("bench stats: t_cdf of dof -inf", "require('cuda.bench.stats').t_cdf(1, -1/0)", "bad argument #2 to 't_cdf'")
+row("bench stats: incomplete_beta of a NaN", "require('cuda.bench.stats').incomplete_beta(0.5, 0/0, 1)",
+    "bad argument #2 to 'incomplete_beta'")
+row("bench stats: t_table too long", "require('cuda.bench.stats').t_table(0.95, 2^40)", "bad argument #2 to 't_table'")
+row("bench stats: interval of strings", "require('cuda.bench.stats').interval({'a'}, 1, 0.95)",
+    "bad argument #1 to 'interval' %(a number at 1 expected")
+row("bench stats: interval past the samples", "require('cuda.bench.stats').interval({1}, 3, 0.95)",
+    "bad argument #1 to 'interval'")
+row("bench stats: median_interval of 0 sections", "require('cuda.bench.stats').median_interval({1, 2}, 2, 0, 0.9)",
+    "bad argument #3 to 'median_interval'")
+row("bench svg: onto a file", "require('cuda.bench.svg').write({}, '/dev/null/sub')",
+    "cannot write into")
+row("bench svg: a folder name not a string", "require('cuda.bench.svg').write({}, 42)", "a folder name is needed")
+row("bench svg: a NUL in the folder name", "require('cuda.bench.svg').write({}, 'a\\0b')", "NUL")
+row("svg.histogram: no bins", "require('cuda.svg').histogram({})", "svg.histogram: no bins")
+row("svg.histogram: a bin backwards", "require('cuda.svg').histogram({{2, 1, 3}})", "bin 1 must be {lo, hi, count}")
 row("bench: min_samples -1", BR .. ":set_min_samples(-1)", "integer >= 0 expected")
 row("bench: timeout NaN", BR .. ":set_timeout(0/0)", "'set_timeout' %(a number of seconds >= 0")
 row("bench: run_once a number", BR .. ":set_run_once(1)", "a boolean expected")

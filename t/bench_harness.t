@@ -68,7 +68,30 @@ for _ = 1, #readings do if w:check() then kept = kept + 1 end end
 t.is(kept, 3, "throttle: samples at or above 75% of the max clock are kept")
 t.is(w.discarded, 5, "throttle: the 5 throttled samples are discarded")
 t.is(#slept, 5, "throttle: each discard waits out the recovery delay")
-t.ok(slept[5] > slept[4], "throttle: throttling in a row waits longer")
+t.ok(slept[1] == 0.01 and slept[5] == 0.01, "throttle: three discards in a row wait the delay itself")
+-- NVBench's dynamic delay: from the fourth discard in a row, delay += min(1.5 delay, 0.5), kept afterwards
+do
+  local base = 0.02 + 0.2 * math.random()
+  local reads = {1000, 1000, 1000, 1000, 1000, 1000, 1980, 1000, 1000, 1000, 1000}
+  local i, got = 0, {}
+  local wd = throttle.watcher({max = 1980, read = function() i = i + 1; return reads[i] end},
+    {recovery_delay = base, sleep = function(s) got[#got + 1] = s end})
+  for _ = 1, #reads do wd:check() end
+  local want, delay, run = {}, base, 0
+  for _, mhz in ipairs(reads) do
+    if mhz < 0.75 * 1980 then
+      if run > 2 then delay = delay + math.min(1.5 * delay, 0.5) end
+      want[#want + 1], run = delay, run + 1
+    else
+      run = 0
+    end
+  end
+  local same = #got == #want
+  for k = 1, #want do same = same and math.abs(got[k] - want[k]) < 1e-12 end
+  t.ok(same, ("throttle: the delay grows as NVBench's and stays grown (%s)"):format(table.concat(got, " ")))
+  t.like(wd:warning(3), "^GPU throttled below threshold %(1000%.00 MHz / 1980%.00 MHz%) %(51%% < 75%%%) on sample 3%. "
+    .. "Discarding previous trial and pausing for %d%.%d%d%ds%.$", "throttle: NVBench's Warn text")
+end
 t.near(w:mean_clock(), 1980, 1e-9, "throttle: the mean clock of the kept samples")
 
 -- --- axes ------------------------------------------------------------------------------

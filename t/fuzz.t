@@ -521,6 +521,40 @@ local actions = {
         :set_blocking_kernel_timeout(0.05)
       for i = #h.registry, 1, -1 do h.registry[i] = nil end
       run.run(run.plan({b}, {}, {dev}), {log = function() end, l2_bytes = math.random(0, 8192), clock_source = false}) end,
+  -- the ci criterion: parameters out of range (refused by name) or not, and a
+  -- tiny benchmark measured on it (grouped cold samples, timer, cpu-only), its pictures
+  function() local h = require("cuda.bench.harness"); local b = h.register(function() end)
+      local params = {["max-width"] = ({any(), 0, -1, 1/0, 0/0, 1e-300, 0.5})[math.random(7)],
+                      confidence = ({any(), 0, 1, 1.5, 0/0, 0.5, 0.999})[math.random(7)]}
+      for i = #h.registry, 1, -1 do h.registry[i] = nil end
+      return b:set_stopping_criterion("ci", params) end,
+  function() local buf, h, run = pick("buffer"), require("cuda.bench.harness"), require("cuda.bench.run")
+      local timer, cpu = math.random(3) == 1, math.random(4) == 1
+      local b = h.register(function(state)
+        state:exec(function(launch, tm)
+          if tm then tm:start() end
+          if buf and not cpu then buf:fill(cuda.u8(2), launch.stream) end
+          if tm then tm:stop() end
+        end, {timer = timer or nil, batched = not timer and math.random(2) == 1})
+      end):set_stopping_criterion("ci", {["max-width"] = ({0.5, 1e-3, any()})[math.random(3)]})
+        :set_timeout(0.01):set_blocking_kernel_timeout(0.05):set_is_cpu_only(cpu):set_batch_target_time(1e-4)
+      for i = #h.registry, 1, -1 do h.registry[i] = nil end
+      local results = run.run(run.plan({b}, {}, {dev}), {log = function() end, l2_bytes = math.random(0, 8192),
+        clock_source = false})
+      return require("cuda.bench.svg").pictures(results) end,
+  -- cuda.bench.stats and the pictures with values of any kind, and --svg's folders that cannot be
+  function() local stats = require("cuda.bench.stats")
+      local fns = {function() return stats.t_quantile(any(), any()) end, function() return stats.t_cdf(any(), any()) end,
+        function() return stats.t_table(any(), any()) end, function() return stats.incomplete_beta(any(), any(), any()) end,
+        function() return stats.interval({any(), any(), 1.0}, any(), any()) end,
+        function() return stats.median_interval({1.0, 2.0, any()}, any(), any(), any()) end}
+      return fns[math.random(#fns)]() end,
+  function() local bsvg = require("cuda.bench.svg")
+      local dirs = {({42, {}, true})[math.random(3)], "", "/dev/null/x", fuzz_dir .. "/svg\0x", cubin_path .. "/x",
+        fuzz_dir .. "/svg"}
+      local st = {name = "s", index = {}, samples = {any(), 1e-6, 2e-6}, n_samples = math.random(0, 3),
+        summaries = {{tag = "nv/cold/time/gpu/mean", value = any()}}}
+      return bsvg.write({{name = "f", axes = {}, states = {st}}}, dirs[math.random(#dirs)]) end,
   -- a state measuring a stream it was given (a picked one: maybe closed, capturing, or a
   -- context's), with summary columns of any type
   function() local s, h, run = pick("stream"), require("cuda.bench.harness"), require("cuda.bench.run")

@@ -45,6 +45,8 @@ end
 -- --help describes each bundled script in the words of its --list line, and
 -- names its options' values the same way everywhere.
 local PLACEHOLDERS = {json = "FILE", csv = "FILE", trace = "FILE", svg = "FILE", reference = "PROGRAM"}
+-- cudalua bench draws a picture per benchmark and state: its --svg names a folder
+local FOLDERS = {bench = {svg = "DIR"}, bench_example = {svg = "DIR"}}
 code, out = t.run(cudalua .. " --list")
 local listed = {}
 for name, line in out:gmatch("\n  (%S+) +([^\n]+)") do listed[#listed + 1] = {name, line} end
@@ -56,6 +58,7 @@ for _, entry in ipairs(listed) do
   t.is(description, line, name .. ": --help's description is its --list line")
   local wrong = {}
   for option, placeholder in pairs(PLACEHOLDERS) do
+    placeholder = FOLDERS[name] and FOLDERS[name][option] or placeholder
     local shown = out:match("\n +%-%-" .. option .. " (%S+)")
     if shown and shown ~= placeholder then wrong[#wrong + 1] = "--" .. option .. " " .. shown end
   end

@@ -1,8 +1,10 @@
 -- cuda.svg: charts as SVG text, drawn from plain tables (no GPU, no library).
 -- SPDX-License-Identifier: MIT
 --
---   svg.gantt(spans, opts)   -- a timeline's spans (cuda.timeline) as a Gantt chart
---   svg.lines(series, opts)  -- y against x, x on a log axis, one line per series
+--   svg.gantt(spans, opts)      -- a timeline's spans (cuda.timeline) as a Gantt chart
+--   svg.lines(series, opts)     -- y against x, x on a log axis, one line per series
+--                                  (a point's lo and hi: an error bar)
+--   svg.histogram(bins, opts)   -- counts in bins, with a curve, marks and a rug
 --
 -- Both return the SVG document as a string; the width and height are
 -- opts.width and opts.height (pixels), and any viewer or rsvg-convert draws it.
@@ -139,13 +141,13 @@ end
 
 -- --- lines ---------------------------------------------------------------------
 
--- The range of every point's x and y; x must be > 0 on a log axis.
+-- The range of every point's x and y (and error bar); x must be > 0 on a log axis.
 local function extent(series, log_x)
   local x_min, x_max, y_max = math.huge, -math.huge, 0
   for _, s in ipairs(series) do
     for _, p in ipairs(s.points) do
       assert(not log_x or p[1] > 0, "svg.lines: x must be > 0 on a log axis")
-      x_min, x_max, y_max = math.min(x_min, p[1]), math.max(x_max, p[1]), math.max(y_max, p[2])
+      x_min, x_max, y_max = math.min(x_min, p[1]), math.max(x_max, p[1]), math.max(y_max, p[2], p.hi or 0)
     end
   end
   assert(x_min <= x_max, "svg.lines: no points")
@@ -182,18 +184,37 @@ local function y_axis(series, y_max, opts)
   return function(y) return (math.log(math.max(y, 10 ^ lo), 10) - lo) / (hi - lo) end, ticks
 end
 
--- series: {{name = "pinned -> device", points = {{x, y}, ...}}, ...}. opts:
--- width (default 800), height (default 480), title, x_label, y_label,
--- x_log (default true), x_base (log ticks at its powers; default 10),
--- y_log (default false: linear from 0), x_format and y_format (tick text;
--- default "%g").
+-- An error bar from lo to hi at x (pixels), with caps; class "error-bar".
+local function error_bar(body, x, y_lo, y_hi, color, tip)
+  local cap = 4
+  body[#body + 1] = element("path", {"d", ("M%s %sV%sM%s %sH%sM%s %sH%s"):format(num(x), num(y_lo), num(y_hi),
+    num(x - cap), num(y_lo), num(x + cap), num(x - cap), num(y_hi), num(x + cap)),
+    "class", "error-bar", "stroke", color, "stroke-width", 1.2, "fill", "none"}, "<title>" .. escape(tip) .. "</title>")
+end
+
+-- series: {{name = "pinned -> device", points = {{x, y}, ...}}, ...}; a
+-- point with lo and hi fields ({x, y, lo = , hi = }) gets an error bar
+-- from lo to hi. opts: width (default 800), height (default 480), title,
+-- x_label, y_label, x_log (default true), x_base (log ticks at its powers;
+-- default 10), y_log (default false: linear from 0), x_format and y_format
+-- (tick text; default "%g"), x_ticks (a list of {x, text}: these ticks
+-- instead, e.g. names for positions 1..n), x_range ({lo, hi}: the x axis'
+-- ends instead of the points').
 function M.lines(series, opts)
   opts = opts or {}
   local width, height = opts.width or 800, opts.height or 480
   local x_fmt = opts.x_format or function(x) return ("%.10g"):format(x) end
   local y_fmt = opts.y_format or function(y) return ("%g"):format(y) end
   local x_min, x_max, y_max = extent(series, opts.x_log ~= false)
+  if opts.x_range then x_min, x_max = opts.x_range[1], opts.x_range[2] end
   local where, x_ticks = x_axis(x_min, x_max, opts)
+  if opts.x_ticks then
+    x_ticks = {}
+    for i, tick in ipairs(opts.x_ticks) do x_ticks[i] = tick[1] end
+    local text = {}
+    for _, tick in ipairs(opts.x_ticks) do text[tick[1]] = tick[2] end
+    x_fmt = function(x) return text[x] end
+  end
   local left, right, top, bottom = 64, width - 24, opts.title and 36 or 16, height - 64
   local function px(x) return left + where(x) * (right - left) end
   local y_where, y_ticks = y_axis(series, y_max, opts)
@@ -213,6 +234,10 @@ function M.lines(series, opts)
     local color, points = s.color or M.palette[(i - 1) % #M.palette + 1], {}
     for j, p in ipairs(s.points) do
       points[j] = num(px(p[1])) .. "," .. num(py(p[2]))
+      if p.lo and p.hi then
+        error_bar(body, px(p[1]), py(p.lo), py(p.hi), color, ("%s: %s [%s, %s]"):format(s.name, y_fmt(p[2]),
+          y_fmt(p.lo), y_fmt(p.hi)))
+      end
       body[#body + 1] = element("circle", {"cx", px(p[1]), "cy", py(p[2]), "r", 2.5, "fill", color})
     end
     body[#body + 1] = element("polyline", {"points", table.concat(points, " "), "fill", "none", "stroke", color,
@@ -224,6 +249,79 @@ function M.lines(series, opts)
     body[#body + 1] = label(16, (top + bottom) / 2, opts.y_label, "middle",
                             {"transform", ("rotate(-90 16 %s)"):format(num((top + bottom) / 2))})
   end
+  legend(body, entries, left, height - 10)
+  return document(width, height, body, opts.title)
+end
+
+-- --- histogram -------------------------------------------------------------------
+
+-- Ticks of a linear axis over [lo, hi]: multiples of a 1-2-5 step.
+local function range_ticks(lo, hi, max_ticks)
+  local step, ticks = timeline.tick_step(hi - lo, max_ticks), {}
+  for k = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9) do ticks[#ticks + 1] = k * step end
+  return ticks
+end
+
+-- bins: {{lo, hi, count}, ...} in order, as a bar each (class "bar").
+-- opts: width (default 640), height (default 360), title, x_label,
+-- y_label (default "samples"), x_format (tick text), color, curve (a list
+-- of {x, y} in the bars' units, drawn as a filled line: a density),
+-- marks (a list of {x = , name = , color = , dash = }: vertical lines,
+-- named in the legend), rug (a list of x values: a tick each under the
+-- axis, class "rug").
+function M.histogram(bins, opts)
+  opts = opts or {}
+  assert(type(bins) == "table" and #bins > 0, "svg.histogram: no bins")
+  for i, b in ipairs(bins) do
+    assert(type(b) == "table" and type(b[1]) == "number" and type(b[2]) == "number" and type(b[3]) == "number"
+      and b[1] <= b[2], ("svg.histogram: bin %d must be {lo, hi, count} with lo <= hi"):format(i))
+  end
+  local width, height = opts.width or 640, opts.height or 360
+  local x_fmt = opts.x_format or function(x) return ("%g"):format(x) end
+  local x_lo, x_hi, y_max = bins[1][1], bins[#bins][2], 0
+  for _, b in ipairs(bins) do y_max = math.max(y_max, b[3]) end
+  for _, p in ipairs(opts.curve or {}) do y_max = math.max(y_max, p[2]) end
+  for _, m in ipairs(opts.marks or {}) do x_lo, x_hi = math.min(x_lo, m.x), math.max(x_hi, m.x) end
+  if x_hi <= x_lo then x_lo, x_hi = x_lo - 0.5, x_hi + 0.5 end
+  y_max = y_max > 0 and y_max * 1.05 or 1
+  local left, right, top, bottom = 76, width - 24, opts.title and 36 or 16, height - 72
+  local function px(x) return left + (x - x_lo) / (x_hi - x_lo) * (right - left) end
+  local function py(y) return bottom - y / y_max * (bottom - top) end
+  local color = opts.color or M.palette[1]
+  local body = {element("rect", {"x", left, "y", top, "width", right - left, "height", bottom - top,
+                                 "fill", "none", "stroke", "#333"})}
+  for _, y in ipairs(linear_ticks(y_max, 6)) do
+    body[#body + 1] = element("line", {"x1", left, "y1", py(y), "x2", right, "y2", py(y), "stroke", "#e0e0e0"})
+    body[#body + 1] = label(left - 6, py(y) + 4, ("%g"):format(y), "end")
+  end
+  for _, x in ipairs(range_ticks(x_lo, x_hi, math.max((right - left) // 90, 2))) do
+    body[#body + 1] = label(px(x), bottom + 16, x_fmt(x), "middle")
+  end
+  for _, b in ipairs(bins) do
+    body[#body + 1] = element("rect", {"x", px(b[1]), "y", py(b[3]), "width", math.max(px(b[2]) - px(b[1]), 0.5),
+      "height", bottom - py(b[3]), "class", "bar", "fill", color, "fill-opacity", 0.45, "stroke", "white",
+      "stroke-width", 0.5}, "<title>" .. escape(("%s - %s: %d"):format(x_fmt(b[1]), x_fmt(b[2]), b[3])) .. "</title>")
+  end
+  if opts.curve and #opts.curve > 1 then
+    local points = {}
+    for i, p in ipairs(opts.curve) do points[i] = num(px(p[1])) .. "," .. num(py(p[2])) end
+    body[#body + 1] = element("polyline", {"points", table.concat(points, " "), "class", "curve", "fill", "none",
+      "stroke", color, "stroke-width", 2})
+  end
+  for _, x in ipairs(opts.rug or {}) do
+    body[#body + 1] = element("line", {"x1", px(x), "y1", bottom, "x2", px(x), "y2", bottom - 6, "class", "rug",
+      "stroke", color, "stroke-opacity", 0.5})
+  end
+  local entries = {}
+  for _, m in ipairs(opts.marks or {}) do
+    body[#body + 1] = element("line", {"x1", px(m.x), "y1", top, "x2", px(m.x), "y2", bottom, "class", "mark",
+      "stroke", m.color or "#333", "stroke-width", 1.5, "stroke-dasharray", m.dash or "none"},
+      "<title>" .. escape(("%s: %s"):format(m.name, x_fmt(m.x))) .. "</title>")
+    if m.name then entries[#entries + 1] = {name = m.name, color = m.color or "#333"} end
+  end
+  if opts.x_label then body[#body + 1] = label((left + right) / 2, bottom + 34, opts.x_label, "middle") end
+  body[#body + 1] = label(16, (top + bottom) / 2, opts.y_label or "samples", "middle",
+                          {"transform", ("rotate(-90 16 %s)"):format(num((top + bottom) / 2))})
   legend(body, entries, left, height - 10)
   return document(width, height, body, opts.title)
 end

@@ -79,6 +79,8 @@ M.OPTIONS = {
   {"--markdown --md", "FILE", "output", "Write the markdown document (devices, log, results) to FILE too."},
   {"-q --quiet", nil, "output", "No markdown document on stdout (the log and results go to --md targets only)."},
   {"--color", nil, "output", "Colour the stdout markdown (also NVBENCH_COLOR=1)."},
+  {"--svg", "DIR", "output", "cudalua's: draw each benchmark's times against its axes and each state's sample " ..
+    "histogram as SVG files in DIR (made if need be)."},
   {"-b --benchmark", "NAME", "select", "Run this benchmark (name or index from --list); each -b is a configuration " ..
     "of its own: the settings after it apply to it alone, those before any -b to all. Repeatable."},
   {"-a --axis", "SPEC", "bench", "Override an axis: 'Name=v', 'Name=[v1,v2]', 'Name=[start:stop:step]', " ..
@@ -94,12 +96,16 @@ M.OPTIONS = {
   {"--batch-target-time", "SECONDS", "bench", "GPU time a batch measurement accumulates (default 0.5; finite, > 0)."},
   {"--timeout", "SECONDS", "bench", "Seconds per measurement at most, wall time (default 15)."},
   {"--min-samples", "N", "bench", "Least number of samples per measurement (default 10)."},
-  {"--stopping-criterion", "NAME", "bench", "stdrel (the default), entropy or sample-count (also sample_count)."},
+  {"--stopping-criterion", "NAME", "bench", "stdrel (the default), entropy, sample-count (also sample_count) or " ..
+    "cudalua's ci."},
   {"--min-time", "SECONDS", "bench", "stdrel: least seconds of GPU time before stopping (default 0.5)."},
   {"--max-noise", "PERCENT", "bench", "stdrel: stop when the noise is at most this percentage (default 0.5)."},
   {"--max-angle", "DEGREES", "bench", "entropy: the largest slope of the entropy's regression line (default 0.048)."},
   {"--min-r2", "VALUE", "bench", "entropy: the least R^2 of that regression (default 0.36)."},
   {"--target-samples", "N", "bench", "sample-count: the number of samples (default 100)."},
+  {"--max-width", "PERCENT", "bench", "ci (cudalua's): stop when the confidence interval of the mean is within this " ..
+    "percentage of it either side (default 0.5)."},
+  {"--confidence", "PERCENT", "bench", "ci: the interval's confidence (default 95; between 0 and 100)."},
   {"--run-once", nil, "bench", "cudalua's: one sample per state, no warm-up, no batch."},
   {"--disable-blocking-kernel", nil, "bench", "cudalua's: queue the work without holding the stream."},
   {"--l2-flush", "FACTOR", "run", ("cudalua's: bytes written before each cold sample, in L2 sizes (default 2; " ..
@@ -271,7 +277,9 @@ end
 -- The criterion parameter an option sets, by the criterion's own name for it
 -- (the sample count criterion calls it target-samples or sample-count).
 local CRITERION_OPTIONS = {max_noise = "max-noise", min_time = "min-time", max_angle = "max-angle", min_r2 = "min-r2",
-  target_samples = "target-samples"}
+  target_samples = "target-samples", max_width = "max-width", confidence = "confidence"}
+-- the options given in percent, the parameters in fractions
+local PERCENT_OPTIONS = {max_noise = true, max_width = true, confidence = true}
 
 local function criterion_param(crit, option)
   local params = criteria.PARAMS[crit] or {}
@@ -295,6 +303,8 @@ local VALUE_OF = {
   throttle_threshold = percentage, throttle_recovery_delay = finite_seconds, batch_target_time = positive_seconds,
   timeout = seconds, min_samples = integer_at_least(1), min_time = finite_seconds, max_noise = percentage,
   max_angle = finite_number, min_r2 = finite_number, target_samples = integer_at_least(1), l2_flush = l2_factor,
+  max_width = checked(function(v) return v > 0 and FINITE(v) end, "a percentage > 0"),
+  confidence = checked(function(v) return v > 0 and v < 100 end, "a percentage between 0 and 100"),
 }
 
 local SETTER = {
@@ -320,13 +330,13 @@ local function set(conf, b, t, v, device_count)
     if b.set_skip_batched then b:set_skip_batched(true) else b.skip_batched = true end
   elseif t == "stopping_criterion" then
     local crit = criterion_named(v)
-    if not crit then return nil, "unknown stopping criterion (known: stdrel, entropy, sample-count)" end
+    if not crit then return nil, "unknown stopping criterion (known: stdrel, entropy, sample-count, ci)" end
     b:set_stopping_criterion(crit)
   elseif CRITERION_OPTIONS[t] then
     local crit = b.criterion or "stdrel"
     local key = criterion_param(crit, t)
     if not key then return nil, ("not valid for the active stopping criterion '%s' (it accepts %s)"):format(crit, accepted(crit)) end
-    if t == "max_noise" then v = v / 100 end
+    if PERCENT_OPTIONS[t] then v = v / 100 end
     if math.type(v) == "integer" then b:set_criterion_param_int64(key, v) else b:set_criterion_param_float64(key, v) end
   end
   return true
@@ -407,6 +417,10 @@ local function printers(events, die)
     elseif t == "csv" then add("csv", "--csv", v)
     elseif t == "json" then add("json", "--json", v)
     elseif t == "jsonbin" then add("json", "--jsonbin", v, true)
+    elseif t == "svg" then
+      local ok, why = require("cuda.bench.svg").can_write(v)
+      if not ok then die(("--svg %s: %s"):format(v, why), 2) end
+      list[#list + 1] = {kind = "svg", spec = v, option = "--svg"}
     elseif t == "l2_flush" then
       local f, why = l2_factor(v)
       if not f then die(("--l2-flush %s: %s"):format(v, why), 2) end
@@ -557,6 +571,7 @@ function M.main(argv_in, name, description, registered)
   local output_failed = false
   for _, pr in ipairs(list) do
     local ok_out, why = pcall(function()
+      if pr.kind == "svg" then require("cuda.bench.svg").write(results, pr.spec); return end
       local text
       if pr.kind == "markdown" then text = output.results_markdown(results, by_id, pr.color)
       elseif pr.kind == "csv" then text = output.csv(results, by_id)

@@ -593,7 +593,8 @@ local function exec_stream(self)
 end
 
 local function measure_gpu(self, fn, opts, cfg)
-  if self.throttle_threshold > 0 and not self.run_once then
+  -- with sync the clock is still read, nothing dropped (NVBench's threshold 0; measure.lua)
+  if (self.throttle_threshold > 0 or opts.sync) and not self.run_once then
     local source = self.runner.clock_source and self.runner.clock_source(self.device, cfg.stream)
     if source then
       cfg.throttle = throttle.watcher(source, {threshold = self.throttle_threshold,
@@ -629,7 +630,11 @@ function State:exec(fn, opts)
   local cfg = self:exec_cfg(opts, exec_stream(self))
   self.in_exec = true
   local ok, m = pcall(function()
-    if self.bench.is_cpu_only then return {cpu_only = measure.cpu_only(fn, cfg)} end
+    if self.bench.is_cpu_only then
+      local cpu = measure.cpu_only(fn, cfg)
+      if cpu.skipped then self.skip_reason = cpu.skipped; return nil end
+      return {cpu_only = cpu}
+    end
     return measure_gpu(self, fn, opts, cfg)
   end)
   self.in_exec = false

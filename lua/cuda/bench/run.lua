@@ -153,6 +153,8 @@ local function cold_summaries(list, st, peak)
     add(list, "nv/cold/throttle/discarded", "Throttled", "sample_size", "int64", r.discarded,
       "Samples discarded because the SM clock was throttled.")
   end
+  -- cudalua's: the confidence interval of the mean (measure.lua)
+  measure.summaries(r, list, "cold")
 end
 
 local function batch_summaries(list, b)
@@ -184,6 +186,7 @@ local function cpu_only_summaries(list, st)
         global_bytes(st) / s.mean, "Number of bytes read/written per second.")
     end
   end
+  measure.summaries(r, list, "cpu_only")
 end
 
 -- The summaries of a state, in NVBench's order: the user's summaries

@@ -3,8 +3,10 @@
 --
 -- A watcher reads the SM clock through a clock source after each sample and
 -- says whether the sample counts: below threshold x the maximum clock it is
--- discarded, and the run sleeps for the recovery delay (longer after three
--- discards in a row) before the next. The clock source is a table
+-- discarded, and the run sleeps for the recovery delay before the next. As
+-- NVBench's: from the fourth discard in a row the delay grows by
+-- min(1.5 x itself, 0.5 s) at each, and stays grown for the rest of the
+-- measurement. The clock source is a table
 --   {max = MHz, read = function() return MHz (or nil: no reading) end,
 --    name = "nvml" | "probe" | ...}
 -- so that tests can inject one; M.source(dev) picks NVML (cuda.system) when
@@ -26,9 +28,12 @@ function M.watcher(source, opts)
     source = source, threshold = opts.threshold or M.DEFAULT_THRESHOLD,
     recovery_delay = opts.recovery_delay or M.DEFAULT_RECOVERY_DELAY,
     sleep = opts.sleep or M.sleep, discarded = 0, in_a_row = 0, last_clock = nil,
-    clock_sum = 0.0, clock_n = 0,
+    clock_sum = 0.0, clock_n = 0, delay = nil,
   }, Watcher)
 end
+
+-- The growth of the delay per discard past GROW_AFTER in a row, at most GROW_MAX.
+local GROW_AFTER, GROW_FACTOR, GROW_MAX = 2, 1.5, 0.5
 
 -- After a sample: true when it counts, false when it was taken throttled
 -- (the caller drops it; the watcher has slept out the recovery delay).
@@ -42,11 +47,25 @@ function Watcher:check()
     if mhz then self.clock_sum, self.clock_n = self.clock_sum + mhz, self.clock_n + 1 end
     return true
   end
-  self.discarded, self.in_a_row = self.discarded + 1, self.in_a_row + 1
   -- Throttling that persists: wait longer each time, as NVBench's dynamic delay.
-  local delay = self.recovery_delay * (self.in_a_row > 2 and 1.5 ^ (self.in_a_row - 2) or 1)
-  if delay > 0 then self.sleep(math.min(delay, 5.0)) end
+  local delay = self.delay or self.recovery_delay
+  if self.in_a_row > GROW_AFTER then delay = delay + math.min(delay * GROW_FACTOR, GROW_MAX) end
+  self.delay = delay
+  self.discarded, self.in_a_row = self.discarded + 1, self.in_a_row + 1
+  if delay > 0 then self.sleep(delay) end
   return false
+end
+
+-- The delay the last discard slept (seconds).
+function Watcher:last_delay() return self.delay or self.recovery_delay end
+
+-- NVBench's Warn text for the last discard (a string: made only when a
+-- sample was discarded). sample: the samples kept so far.
+function Watcher:warning(sample)
+  local mhz, max = self.last_clock or 0, self.source and self.source.max or 0
+  return ("GPU throttled below threshold (%.2f MHz / %.2f MHz) (%.0f%% < %.0f%%) on sample %d. Discarding "
+    .. "previous trial and pausing for %.3fs."):format(mhz, max, max > 0 and 100 * mhz / max or 0,
+    100 * self.threshold, sample, self:last_delay())
 end
 
 -- The mean SM clock (MHz) over the kept samples, or nil.
