@@ -21,6 +21,9 @@
 #   gate    the release stage without cuda-bench: what a change to the core
 #           needs before it lands (checks, fuzzer beside, then the figures)
 #   fuzz    the real-GPU fuzzer alone (FUZZ_SEEDS picks the seeds)
+#   nvbench04  0.4's figures alone on the GPU: stdrel and ci beside NVBench, launch_cost,
+#           NVBench's ten examples beside their ports (below)
+#   check04 make check and memcheck, then memcheck of cudalua bench on the example
 #
 # CUDA_BENCH_WHEEL names the cuda-bench wheel for the Python readers (it is
 # unpacked into /tmp/cb, where t/bench_nvbench_py.t looks). SRC is the source
@@ -202,12 +205,55 @@ stage_bench_rest() {
   say "bench stage done"
 }
 
+# 0.4's figures alone on the GPU (issue 37): NVBench's stdrel and cudalua bench on the
+# same 15 states (bench/nvbench_compare.sh), cudalua bench's ci criterion on them
+# (bench/ci_compare.lua against NVBench's run), launch_cost against raw C, and NVBench's
+# ten examples beside their ports, twice (bench/nvbench_examples.sh; CARRIED: the
+# checkout holding .whl and .nvex; EXAMPLE_OPTS: options for both sides).
+stage_nvbench04() {
+  unpack_cuda_bench
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
+    > "$out/gpu.csv" 2>&1; cat "$out/gpu.csv"
+  say "bench/nvbench_compare.sh (stdrel on both sides)"
+  CUDALUA=$cudalua PYTHONPATH=/tmp/cb${PYTHONPATH:+:$PYTHONPATH} sh "$src/bench/nvbench_compare.sh" "$out/nvbench" \
+    > "$out/nvbench_compare.txt" 2>&1
+  echo "nvbench_compare: rc=$?"; tail -3 "$out/nvbench_compare.txt"
+  say "cudalua bench --stopping-criterion ci, the same states"
+  "$cudalua" "$src/scripts/bench.lua" "$src/scripts/bench_example.lua" --devices 0 --stopping-criterion ci \
+    -b copy -b sleep --json "$out/nvbench/ci.json" --md "$out/nvbench/ci.md" > "$out/nvbench/ci.out" 2>&1
+  echo "ci run: rc=$?"
+  "$cudalua" "$src/bench/ci_compare.lua" "$out/nvbench/nvbench.json" "$out/nvbench/ci.json" > "$out/nvbench/ci_compare.md"
+  tail -2 "$out/nvbench/ci_compare.md"
+  say "launch_cost --reference"
+  make bench/launch_ref > /dev/null && "$cudalua" launch_cost --reference bench/launch_ref > "$out/launch_cost.log" 2>&1
+  echo "launch_cost: rc=$?"; grep -iE 'floor|record|launch|copy_to' "$out/launch_cost.log" | tail -12
+  say "NVBench's ten examples beside their ports"
+  WHEELS=${CARRIED:?}/.whl NVEX=$CARRIED/.nvex/examples CUDALUA=$cudalua BENCH_OPTS=${EXAMPLE_OPTS:-} \
+    sh "$src/bench/nvbench_examples.sh" "$out/examples" > "$out/examples.txt" 2>&1
+  echo "nvbench_examples: rc=$?"; tail -16 "$out/examples.txt"
+  say "nvbench04 done"
+}
+
+# make check and memcheck of the GPU tests side by side, then memcheck of cudalua
+# bench on the bundled example (issue 38).
+stage_check04() {
+  run_checks_in_parallel
+  say "compute-sanitizer memcheck: cudalua bench scripts/bench_example.lua"
+  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 --print-limit 20 \
+    "$cudalua" "$src/scripts/bench.lua" "$src/scripts/bench_example.lua" --devices 0 \
+    --stopping-criterion sample-count --target-samples 20 --batch-target-time 0.01 > "$out/memcheck-bench.log" 2>&1
+  echo "memcheck bench_example: rc=$?; $(grep -h 'ERROR SUMMARY' "$out/memcheck-bench.log" | sort | uniq -c | tr -s ' ')"
+  say "check04 done"
+}
+
 case $stage in
+  nvbench04) stage_nvbench04 ;;
+  check04) stage_check04 ;;
   check) stage_check ;;
   bench) stage_bench; stage_bench_rest ;;
   all) FUZZ_BESIDE=1 run_checks_in_parallel; stage_bench; stage_bench_rest; say "all done" ;;
   release) FUZZ_BESIDE=1 run_checks_in_parallel; stage_nvbench; stage_figures; say "all done" ;;
   gate) FUZZ_BESIDE=1 run_checks_in_parallel; stage_figures; say "all done" ;;
   fuzz) say "the real-GPU fuzzer"; run_fuzzer | tee "$out/fuzz.txt"; say "all done" ;;
-  *) echo "gpu_job.sh: no stage '$stage' (check, bench, all, release, gate, fuzz)" >&2; exit 2 ;;
+  *) echo "gpu_job.sh: no stage '$stage' (check, bench, all, release, gate, fuzz, nvbench04, check04)" >&2; exit 2 ;;
 esac

@@ -22,8 +22,9 @@ mkdir -p "$out"
 states=${COMPARE_ARGS:--b copy -a Bytes[pow2]=[16:28:4] -b sleep}
 python3 "$here/nvbench_ref.py" --devices 0 ${COMPARE_ARGS:-} --json "$out/nvbench.json" --md "$out/nvbench.md" \
   >"$out/nvbench.log" 2>&1
-"$cudalua" "$top/scripts/bench.lua" "$top/scripts/bench_example.lua" --devices 0 $states \
-  ${CUDALUA_BENCH_OPTS:-} --json "$out/cudalua.json" --md "$out/cudalua.md" \
+# CUDALUA_BENCH_OPTS before the -b's: they apply to every benchmark (NVBench's scoping)
+"$cudalua" "$top/scripts/bench.lua" "$top/scripts/bench_example.lua" --devices 0 ${CUDALUA_BENCH_OPTS:-} $states \
+  --json "$out/cudalua.json" --md "$out/cudalua.md" \
   >"$out/cudalua.out" 2>"$out/cudalua.log"
 "$cudalua" "$here/nvbench_table.lua" "$out/nvbench.json" "$out/cudalua.json" >"$out/table.md"
 "$cudalua" compare "$out/nvbench.json" "$out/cudalua.json" >"$out/compare.md"

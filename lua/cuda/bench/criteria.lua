@@ -207,12 +207,20 @@ Ci.noise = relative_stdev
 function Ci:add(x)
   welford(self, x)
   self.batches:add(x)
+  self.stdrel:add(x)
 end
 
 -- Whether the interval is narrow enough now: every max(16, n/32) samples,
--- and then only the second time in a row.
+-- and then only the second time in a row. Samples that never look
+-- independent at any batch length (a drift) give no interval: ci then
+-- stops where stdrel with its defaults would (self.gave_up), so it never
+-- runs longer than NVBench's criterion, and claims no interval.
 function Ci:is_finished()
   local n = self.n
+  if self.stdrel:is_finished() and not self.batches:interval(self.t, self.found) then
+    self.gave_up = true
+    return true
+  end
   if n < self.next_check then return false end
   self.next_check = n + math.max(16, n // 32)
   local iv = self.batches:interval(self.t, self.found)
@@ -263,7 +271,7 @@ function M.new(name, params)
   if name == "ci" then
     return setmetatable({name = name, params = p, n = 0, mean = 0.0, m2 = 0.0, batches = stats.batches(),
       t = stats.t_table(p.confidence), next_check = 0, narrow = false, found = {confidence = p.confidence},
-      last = nil}, Ci)
+      last = nil, gave_up = false, stdrel = M.new("stdrel")}, Ci)
   elseif name == "stdrel" then
     return setmetatable({name = name, params = p, n = 0, total = 0.0, mean = 0.0, m2 = 0.0, invalid = 0,
       noise_ring = ring(STDREL_WINDOW)}, Stdrel)

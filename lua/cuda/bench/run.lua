@@ -313,6 +313,10 @@ local function log_cold(log, st)
   if (r.discarded or 0) > 0 then
     log(("Warn: GPU throttled below threshold: %d samples discarded (nv/cold/throttle/discarded).\n"):format(r.discarded))
   end
+  if r.criterion and r.criterion.gave_up then
+    log("Warn: ci: the samples never looked independent enough for an interval of the mean (a drift?): "
+      .. "stopped where stdrel stops, with no interval.\n")
+  end
 end
 
 local function log_batch(log, st)
