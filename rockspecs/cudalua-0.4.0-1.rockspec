@@ -1,8 +1,8 @@
 -- SPDX-License-Identifier: MIT
--- luarocks --lua-version=5.4 make rockspecs/cudalua-0.3.0-1.rockspec [CUDA_DIR=/usr/local/cuda]
+-- luarocks --lua-version=5.4 make rockspecs/cudalua-0.4.0-1.rockspec [CUDA_DIR=/usr/local/cuda]
 rockspec_format = "3.0"
 package = "cudalua"
-version = "0.3.0-1"
+version = "0.4.0-1"
 source = {
   url = "git+file://.",
 }
