@@ -43,8 +43,10 @@ void *cl_check_open(lua_State *L, int i, const char *tname);
  * pointer comparison instead of a registry lookup by name, and a function
  * that checks several values reads the addresses once (cl_types). Only
  * those functions may use the checks (and the fields functions of
- * cl_new_type, which run inside its __index); in any other, cl_types is
- * NULL and nothing matches. */
+ * cl_new_type, which run inside its __index): in a light C function, or a
+ * closure whose upvalue 1 is no userdata, cl_types is NULL and nothing
+ * matches; a closure over another userdata must not use them. The CL_UV_*
+ * names the types in the cl_Types (they were upvalues once). */
 enum { CL_UV_BUFFER, CL_UV_STREAM, CL_UV_EVENT, CL_UV_SCALAR, CL_UV_CONFIG,
        CL_UV_KERNEL, CL_UV_GRAPH, CL_UV_VIEW, CL_NTYPES };
 typedef struct cl_Types {
