@@ -5,7 +5,9 @@
 -- typed, four plain, four by size parameters), a 4 KiB pinned -> device copy_to, Stream:record,
 -- graph replays (100 launches: host and GPU time against direct launches; 1000: host per launch),
 -- and a no-op C call (the interpreter's floor). --reference bench/launch_ref runs the raw
--- driver-API program that measures the same operations by the same method: ratios.
+-- driver-API program that measures the same operations by the same method: ratios, and each
+-- call against the Lua floor, the no-op C call plus the raw C call (the least a binding of it can
+-- cost from a Lua loop), with PASS or FAIL against the project's target of 1.10.
 --
 -- Method (the same as bench/launch_ref.c, so the ratio is fair; see bench/README.md): both
 -- pinned to one CPU (--cpu), warm up, then per repeat sync, time a batch of B calls, keep
@@ -14,6 +16,7 @@ local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
 local results = require "cuda.results"
+local json = require "cuda.json"
 
 local DEFAULT_REPEATS, DEFAULT_BATCH, MAX_BATCH, WARMUP_BATCHES = 200, 100, 500, 10
 local GRAPH_LAUNCHES = 100    -- launches captured in the graph, and direct launches compared
@@ -21,18 +24,21 @@ local BIG_GRAPH_LAUNCHES, BIG_GRAPH_TARGET = 1000, 0.2   -- per launch: graph re
 local SMALL_COPY_BYTES = 4096
 local EMPTY4_ELEMENTS = 1024  -- n passed to empty4; the kernel touches nothing
 local LAUNCH_TARGET = 1.15    -- the project's target for cudalua / C, launches
+local FLOOR_TARGET = 1.10     -- the project's target for cudalua / (no-op C call + C), floor = true rows
 
--- Each figure: its key in launch_ref's output, its label, and its unit.
+-- Each figure: its key in launch_ref's output, its label, and its unit; target: held to
+-- LAUNCH_TARGET against C; floor: held to FLOOR_TARGET against the no-op call plus C.
 local FIGURES = {
-  {key = "launch_empty", label = "cuda.launch, no parameters", unit = "us", target = true},
-  {key = "launch_4params", label = "cuda.launch, 4 parameters", unit = "us", target = true},
-  {key = "launch_4params_typed", label = "  plain values by C type", unit = "us", target = true,
+  {key = "launch_empty", label = "cuda.launch, no parameters", unit = "us", target = true, floor = true},
+  {key = "launch_4params", label = "cuda.launch, 4 parameters", unit = "us", target = true, floor = true},
+  {key = "launch_4params_typed", label = "  plain values by C type", unit = "us", target = true, floor = true,
    reference = "launch_4params"},
-  {key = "launch_4params_sized", label = "  types unknown, by size", unit = "us", target = true,
+  {key = "launch_4params_sized", label = "  types unknown, by size", unit = "us", target = true, floor = true,
    reference = "launch_4params"},
-  {key = "memcpy_htod_4k", label = "copy_to, 4 KiB pinned -> device", unit = "us"},
-  {key = "event_record", label = "Stream:record(event)", unit = "us"},
-  {key = "event_record_local", label = "  method in a local: record(s, ev)", unit = "us", reference = "event_record"},
+  {key = "memcpy_htod_4k", label = "copy_to, 4 KiB pinned -> device", unit = "us", floor = true},
+  {key = "event_record", label = "Stream:record(event)", unit = "us", floor = true},
+  {key = "event_record_local", label = "  method in a local: record(s, ev)", unit = "us", floor = true,
+   reference = "event_record"},
   {key = "lua_floor", label = "no-op C function, from a Lua loop", unit = "us", ours = true},
   {key = "graph100_replay_host", label = "Graph:launch, 100 launches (host)", unit = "us"},
   {key = "graph100_gpu_ms", label = "graph of 100 launches (GPU)", unit = "ms"},
@@ -111,6 +117,8 @@ local function operations(s, kernels, buffers)
     local stream, ev, record = s, marker, s.record
     for _ = 1, count do record(stream, ev) end
   end
+  -- The floor: Lua's rawequal, a C function that takes two values and returns one, as record does,
+  -- and does next to nothing (two argument checks, one comparison): what any binding costs at least.
   function op.floor(count) local f, a, b = rawequal, s, marker; for _ = 1, count do f(a, b) end end
   local function replay(launches, per)   -- issue(count): count // per replays of a graph of `launches`
     s:begin_capture()
@@ -200,17 +208,24 @@ end
 -- --- report ----------------------------------------------------------------------
 local function reference_row(reference, f) return reference and reference[f.reference or f.key] end
 
--- cudalua / C for each figure the reference timed, and the launch figures over the target.
+local function verdict(floor_ratio) return floor_ratio <= FLOOR_TARGET and "PASS" or "FAIL" end
+
+-- cudalua / C for each figure the reference timed, and the launch figures over the target;
+-- cudalua / (no-op C call + C) for the floor figures, and those over FLOOR_TARGET.
 local function compare(ours, reference)
-  local ratios, missed = {}, {}
+  local ratios, missed, floor_ratios, floor_missed = {}, {}, {}, {}
   for _, f in ipairs(FIGURES) do
     local theirs = reference_row(reference, f)
     if theirs and theirs.median > 0 then
       ratios[f.key] = ours[f.key].median / theirs.median
       if f.target and ratios[f.key] > LAUNCH_TARGET then missed[#missed + 1] = f.key end
+      if f.floor then
+        floor_ratios[f.key] = ours[f.key].median / (theirs.median + ours.lua_floor.median)
+        if verdict(floor_ratios[f.key]) == "FAIL" then floor_missed[#floor_missed + 1] = f.key end
+      end
     end
   end
-  return ratios, missed
+  return ratios, missed, floor_ratios, floor_missed
 end
 
 local function print_header(rig, options, graph_batch, reference_header)
@@ -225,16 +240,18 @@ local function print_header(rig, options, graph_batch, reference_header)
   print()
 end
 
-local function print_row(...) print((("%-38s  %-26s  %-26s  %s"):format(...):gsub("%s+$", ""))) end
+local function print_row(...) print((("%-38s  %-26s  %-26s  %-21s  %s"):format(...):gsub("%s+$", ""))) end
 
-local function print_table(ours, reference, ratios)
-  print_row("operation", "cudalua", reference and "raw C driver API" or "", reference and "ratio" or "")
+local function print_table(ours, reference, ratios, floor_ratios)
+  print_row("operation", "cudalua", reference and "raw C driver API" or "", reference and "ratio" or "",
+    reference and "vs floor" or "")
   for _, f in ipairs(FIGURES) do
-    local theirs, ratio = reference_row(reference, f), ratios[f.key]
+    local theirs, ratio, floor_ratio = reference_row(reference, f), ratios[f.key], floor_ratios[f.key]
     local over = ratio and f.target and ratio > LAUNCH_TARGET
     print_row(f.label .. ", " .. f.unit, bench.format_spread(ours[f.key], DIGITS[f.unit]),
       theirs and bench.format_spread(theirs, DIGITS[f.unit]) or "",
-      ratio and ("%.2f"):format(ratio) .. (over and "  over the target" or "") or "")
+      ratio and ("%.2f"):format(ratio) .. (over and "  over the target" or "") or "",
+      floor_ratio and ("%.2f %s"):format(floor_ratio, verdict(floor_ratio)) or "")
   end
   print()
 end
@@ -244,7 +261,7 @@ local function graph_gain(figs)   -- how many times longer 100 direct launches t
   return graph_ms > 0 and ("%.1fx"):format(figs.direct100_gpu_ms.median / graph_ms) or "n/a"
 end
 
-local function print_notes(ours, reference, missed)
+local function print_notes(ours, reference, missed, floor_missed)
   print(("On the GPU, 100 direct launches take %s the time of one replay of their graph%s.")
     :format(graph_gain(ours), reference and ("; with the raw C API %s"):format(graph_gain(reference)) or ""))
   -- A host that had to wait for queue space would run at the GPU's pace.
@@ -266,21 +283,26 @@ local function print_notes(ours, reference, missed)
     -- A sum, not a bound: the call's and the driver's work overlap a little in the processor.
     print(("A call from a Lua loop costs %.3f us on its own: with cuEventRecord's %.3f us in C, about %.2f of C " ..
       "for any binding of it."):format(ours.lua_floor.median, record, (record + ours.lua_floor.median) / record))
+    print(("Against the Lua floor (that call plus the raw C call; target <= %.2f): %s."):format(FLOOR_TARGET,
+      #floor_missed == 0 and "PASS, every call within it" or "FAIL for " .. table.concat(floor_missed, ", ")))
   end
 end
 
 -- Each figure with every batch of every round; its median the one printed (the median over the rounds).
-local function write_outputs(options, rig, graph_batch, ours, rounds, reference, ratios)
-  local run = results.new("launch_cost", {device = rig.dev, argv = arg, columns = {"ratio"}})
+local function write_outputs(options, rig, graph_batch, ours, rounds, reference, compared)
+  local run = results.new("launch_cost", {device = rig.dev, argv = arg, columns = {"ratio", "vs_floor"}})
   for _, f in ipairs(FIGURES) do
     local samples = {}
     for _, round in ipairs(rounds) do table.move(round[f.key].raw, 1, #round[f.key].raw, #samples + 1, samples) end
-    run:add(f.key, f.unit, samples, {label = f.label, median = ours[f.key].median, ratio = ratios[f.key]})
+    run:add(f.key, f.unit, samples, {label = f.label, median = ours[f.key].median, ratio = compared.ratios[f.key],
+      vs_floor = compared.floor_ratios[f.key]})
   end
+  local floor = reference and {target = FLOOR_TARGET, noop_us = ours.lua_floor.median, ratios = compared.floor_ratios,
+    failed = json.array(compared.floor_missed), passed = #compared.floor_missed == 0} or nil
   run:finish(options, true, {repeats = options.repeats, batch = options.batch, graph_batch = graph_batch,
     rounds = options.rounds, cpu = options.pinned, warmup_batches = WARMUP_BATCHES, launch_target = LAUNCH_TARGET,
     units = {host = "us per call", gpu = "ms (keys ending in _gpu_ms)"},
-    cudalua = ours, reference = reference, ratios = reference and ratios or nil})
+    cudalua = ours, reference = reference, ratios = reference and compared.ratios or nil, floor = floor})
 end
 
 local function main(argv)
@@ -290,11 +312,12 @@ local function main(argv)
   options.pinned = bench.pin(options.cpu)   -- after the driver started its threads, as launch_ref
   local ours, reference, reference_header, rounds = measure_rounds(rig, options, graph_batch)
   verify(rig, ours)
-  local ratios, missed = compare(ours, reference)
+  local ratios, missed, floor_ratios, floor_missed = compare(ours, reference)
   print_header(rig, options, graph_batch, reference_header)
-  print_table(ours, reference, ratios)
-  print_notes(ours, reference, missed)
-  write_outputs(options, rig, graph_batch, ours, rounds, reference, ratios)
+  print_table(ours, reference, ratios, floor_ratios)
+  print_notes(ours, reference, missed, floor_missed)
+  write_outputs(options, rig, graph_batch, ours, rounds, reference,
+    {ratios = ratios, floor_ratios = floor_ratios, floor_missed = floor_missed})
 end
 
 main(arg)

@@ -11,11 +11,12 @@
 #include "device.h"
 #include "stream.h"
 
-void cl_check_span(lua_State *L, int i, cl_Span *out)
+/* cl_check_span, with the metatables read (cl_types). */
+static void check_span(lua_State *L, const cl_Types *t, int i, cl_Span *out)
 {
-  cl_Buffer *b = cl_fast_test(L, i, CL_UV_BUFFER);
+  cl_Buffer *b = cl_fast_test_in(L, t, i, CL_UV_BUFFER);
   if (b == NULL) {
-    const void *v = cl_fast_test(L, i, CL_UV_VIEW);
+    const void *v = cl_fast_test_in(L, t, i, CL_UV_VIEW);
     if (v == NULL)
       luaL_typeerror(L, i, "cuda.Buffer or cuda.View");
     cl_ViewMemory m;
@@ -39,13 +40,18 @@ void cl_check_span(lua_State *L, int i, cl_Span *out)
   out->mr = b->mr;
 }
 
-/* An open stream first: the usual case needs no type check of its own. */
-static cl_Stream *fast_opt_stream(lua_State *L, int i)
+void cl_check_span(lua_State *L, int i, cl_Span *out)
 {
-  cl_Stream *s = cl_fast_test(L, i, CL_UV_STREAM);
+  check_span(L, cl_types(L), i, out);
+}
+
+/* An open stream first: the usual case needs no type check of its own. */
+static cl_Stream *fast_opt_stream(lua_State *L, const cl_Types *t, int i)
+{
+  cl_Stream *s = cl_fast_test_in(L, t, i, CL_UV_STREAM);
   if (s && !s->closed)
     return s;
-  return lua_isnoneornil(L, i) ? NULL : cl_fast_check(L, i, CL_UV_STREAM, CL_STREAM);
+  return lua_isnoneornil(L, i) ? NULL : cl_fast_check_in(L, t, i, CL_UV_STREAM, CL_STREAM);
 }
 
 /* With unified addressing cuMemcpyAsync copies between any two devices'
@@ -108,22 +114,23 @@ static void push_like(lua_State *L, int srci, size_t size, int si)
 /* src:copy_to(dst, stream) -> dst; a nil dst allocates one like src. */
 static int buffer_copy_to(lua_State *L)
 {
+  const cl_Types *t = cl_types(L);
   cl_Span src, dst;
-  cl_check_span(L, 1, &src);
-  cl_Stream *s = fast_opt_stream(L, 3);
+  check_span(L, t, 1, &src);
+  cl_Stream *s = fast_opt_stream(L, t, 3);
   if (lua_isnil(L, 2)) {
     push_like(L, 1, src.size, s ? 3 : 0);
     lua_replace(L, 2);
     lua_settop(L, 3);
     /* allocate ran Lua code (its lookup, finalizers): check all again */
-    cl_check_span(L, 1, &src);
-    s = fast_opt_stream(L, 3);
+    check_span(L, t, 1, &src);
+    s = fast_opt_stream(L, t, 3);
   }
-  cl_check_span(L, 2, &dst);
+  check_span(L, t, 2, &dst);
   if (s && cl_copy_wait_first(L, s, dst.mr, src.mr)) {
-    cl_check_span(L, 1, &src);
-    s = fast_opt_stream(L, 3);
-    cl_check_span(L, 2, &dst);
+    check_span(L, t, 1, &src);
+    s = fast_opt_stream(L, t, 3);
+    check_span(L, t, 2, &dst);
   }
   copy(L, &dst, &src, s);
   lua_pushvalue(L, 2);          /* cheaper than lua_settop, which looks for values to close */
@@ -133,14 +140,15 @@ static int buffer_copy_to(lua_State *L)
 /* dst:copy_from(src, stream) -> dst */
 static int buffer_copy_from(lua_State *L)
 {
+  const cl_Types *t = cl_types(L);
   cl_Span src, dst;
-  cl_check_span(L, 1, &dst);
-  cl_check_span(L, 2, &src);
-  cl_Stream *s = fast_opt_stream(L, 3);
+  check_span(L, t, 1, &dst);
+  check_span(L, t, 2, &src);
+  cl_Stream *s = fast_opt_stream(L, t, 3);
   if (s && cl_copy_wait_first(L, s, dst.mr, src.mr)) {
-    cl_check_span(L, 1, &dst);
-    cl_check_span(L, 2, &src);
-    s = fast_opt_stream(L, 3);
+    check_span(L, t, 1, &dst);
+    check_span(L, t, 2, &src);
+    s = fast_opt_stream(L, t, 3);
   }
   copy(L, &dst, &src, s);
   lua_pushvalue(L, 1);

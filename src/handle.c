@@ -1,39 +1,55 @@
 /* SPDX-License-Identifier: MIT */
 /* handle.c: the handle pattern every type follows, and option tables.
  *
- * Every function a type or the module registers gets, as upvalues 1 to
- * CL_NUV, the metatables of the types the hot paths check (cl.h's CL_UV_*),
- * so that cl_fast_test compares one pointer instead of looking a metatable
- * up by name. A type's __index closure carries its methods table next, as
- * upvalue CL_UV_METHODS, where cl_add_methods finds it. */
+ * Every function a type or the module registers gets, as upvalue 1, the
+ * Lua state's cl_Types: the addresses of the metatables of the types the
+ * hot paths check (handle.h's CL_UV_*), so that cl_fast_test compares one
+ * pointer instead of looking a metatable up by name. A type's __index
+ * closure carries its methods table next, as upvalue CL_UV_METHODS, where
+ * cl_add_methods finds it. */
 #include <math.h>
 #include <string.h>
 
 #include "handle.h"
 
 /* The metatables the fast checks compare with, in CL_UV_* order. */
-static const char *const upvalue_types[CL_NUV] = {
+static const char *const fast_types[CL_NTYPES] = {
   CL_BUFFER, CL_STREAM, CL_EVENT, CL_SCALAR, CL_LAUNCHCONFIG, CL_KERNEL, CL_GRAPH, CL_VIEW
 };
 
-/* Push the metatables, creating those whose type is not registered yet. */
-static void push_upvalue_types(lua_State *L)
+/* Registry key of the state's cl_Types. */
+static const char types_key = 0;
+
+/* Push the state's cl_Types, made on first use with the metatables (those
+ * of types not registered yet are created, and their files find them):
+ * its user values keep them alive, so an address it holds is never that
+ * of another table, whatever a program does to the registry. */
+static void push_types(lua_State *L)
 {
-  for (int k = 0; k < CL_NUV; k++)
-    luaL_newmetatable(L, upvalue_types[k]);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &types_key) != LUA_TNIL)
+    return;
+  lua_pop(L, 1);
+  cl_Types *t = lua_newuserdatauv(L, sizeof *t, CL_NTYPES);
+  for (int k = 0; k < CL_NTYPES; k++) {
+    luaL_newmetatable(L, fast_types[k]);
+    t->mt[k] = lua_topointer(L, -1);
+    lua_setiuservalue(L, -2, k + 1);
+  }
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &types_key);
 }
 
 void cl_setfuncs(lua_State *L, const luaL_Reg *fns)
 {
-  push_upvalue_types(L);
-  luaL_setfuncs(L, fns, CL_NUV);
+  push_types(L);
+  luaL_setfuncs(L, fns, 1);
 }
 
 void cl_push_closure(lua_State *L, lua_CFunction fn, int n)
 {
-  push_upvalue_types(L);
-  lua_rotate(L, -(CL_NUV + n), CL_NUV);   /* the metatables below the n values */
-  lua_pushcclosure(L, fn, CL_NUV + n);
+  push_types(L);
+  lua_rotate(L, -(1 + n), 1);   /* the cl_Types below the n values */
+  lua_pushcclosure(L, fn, 1 + n);
 }
 
 #define UV_FIELDS (CL_UV_METHODS + 1)

@@ -36,21 +36,36 @@ void cl_new_type(lua_State *L, const char *tname, const luaL_Reg *meta,
 void *cl_check_open(lua_State *L, int i, const char *tname);
 
 /* Fast type checks for the hot paths (launch, copies, record, v[i]). Every
- * method, metamethod and module function is registered with the metatables
- * of these types as upvalues 1 to CL_NUV, so a check is one metatable
- * comparison instead of a registry lookup by name. Only functions
- * registered through cl_new_type, cl_add_methods, cl_setfuncs or
- * cl_push_closure may use them (and the fields functions of cl_new_type,
- * which run inside its __index). */
-enum { CL_UV_BUFFER = 1, CL_UV_STREAM, CL_UV_EVENT, CL_UV_SCALAR, CL_UV_CONFIG,
-       CL_UV_KERNEL, CL_UV_GRAPH, CL_UV_VIEW, CL_NUV = CL_UV_VIEW };
-/* In a type's __index closure, the upvalue after those: its methods table. */
-#define CL_UV_METHODS (CL_NUV + 1)
+ * method, metamethod and module function registered through cl_new_type,
+ * cl_add_methods, cl_setfuncs or cl_push_closure has as its upvalue 1 one
+ * userdata of the Lua state, a cl_Types: the addresses of the metatables of
+ * these types (which it keeps alive as its user values), so a check is one
+ * pointer comparison instead of a registry lookup by name, and a function
+ * that checks several values reads the addresses once (cl_types). Only
+ * those functions may use the checks (and the fields functions of
+ * cl_new_type, which run inside its __index): in a light C function, or a
+ * closure whose upvalue 1 is no userdata, cl_types is NULL and nothing
+ * matches; a closure over another userdata must not use them. The CL_UV_*
+ * names the types in the cl_Types (they were upvalues once). */
+enum { CL_UV_BUFFER, CL_UV_STREAM, CL_UV_EVENT, CL_UV_SCALAR, CL_UV_CONFIG,
+       CL_UV_KERNEL, CL_UV_GRAPH, CL_UV_VIEW, CL_NTYPES };
+typedef struct cl_Types {
+  const void *mt[CL_NTYPES];    /* in CL_UV_* order */
+} cl_Types;
+/* The upvalues: the cl_Types, then (in a type's __index closure) its
+ * methods table; cl_push_closure's values follow the cl_Types. */
+#define CL_UV_TYPES   1
+#define CL_UV_METHODS 2
 void cl_setfuncs(lua_State *L, const luaL_Reg *fns);
-/* Push fn as a closure over the metatables (upvalues 1 to CL_NUV) and the
- * n values on the top of the stack, which it pops (upvalues CL_NUV + 1 on):
- * for metamethods a type sets up itself, such as View's __index. */
+/* Push fn as a closure over the cl_Types (upvalue 1) and the n values on
+ * the top of the stack, which it pops (upvalues 2 on): for metamethods a
+ * type sets up itself, such as View's __index. */
 void cl_push_closure(lua_State *L, lua_CFunction fn, int n);
+
+static inline const cl_Types *cl_types(lua_State *L)
+{
+  return lua_touserdata(L, lua_upvalueindex(CL_UV_TYPES));
+}
 
 /* The metatable of the value at i, as a pointer to compare; NULL for none.
  * A pointer comparison is cheaper than lua_rawequal. */
@@ -63,27 +78,54 @@ static inline const void *cl_metatable_of(lua_State *L, int i)
   return mt;
 }
 
-/* Whether mt, from cl_metatable_of, is the metatable in upvalue uv: for a
- * value that may be one of several types (a kernel argument). */
-static inline int cl_metatable_is(lua_State *L, const void *mt, int uv)
+/* Whether mt, from cl_metatable_of, is the metatable of type uv (a CL_UV_*)
+ * in t, from cl_types: for a value that may be one of several types (a
+ * kernel argument). */
+static inline int cl_is_type(const cl_Types *t, const void *mt, int uv)
 {
-  return mt != NULL && mt == lua_topointer(L, lua_upvalueindex(uv));
+  return mt != NULL && t != NULL && mt == t->mt[uv];
 }
 
-/* The userdata at i if its metatable is upvalue uv, else NULL. */
-static inline void *cl_fast_test(lua_State *L, int i, int uv)
+static inline int cl_metatable_is(lua_State *L, const void *mt, int uv)
+{
+  return mt != NULL && cl_is_type(cl_types(L), mt, uv);
+}
+
+/* The userdata at i if it is of type uv, else NULL. */
+static inline void *cl_fast_test_in(lua_State *L, const cl_Types *t, int i, int uv)
 {
   void *p = lua_touserdata(L, i);
-  return p != NULL && cl_metatable_is(L, cl_metatable_of(L, i), uv) ? p : NULL;
+  return p != NULL && cl_is_type(t, cl_metatable_of(L, i), uv) ? p : NULL;
+}
+
+/* cl_fast_test_in without the pop: the value's metatable, if it has one,
+ * stays pushed (a pop is a fifth of a check). For a hot path that ends by
+ * pushing its result and reads its arguments at indexes below the top it
+ * had (lua_gettop first), as Stream:record does. */
+static inline void *cl_fast_test_keep(lua_State *L, const cl_Types *t, int i, int uv)
+{
+  void *p = lua_touserdata(L, i);
+  return p != NULL && lua_getmetatable(L, i) && cl_is_type(t, lua_topointer(L, -1), uv) ? p : NULL;
+}
+
+static inline void *cl_fast_test(lua_State *L, int i, int uv)
+{
+  return cl_fast_test_in(L, cl_types(L), i, uv);
 }
 
 /* An open handle of type uv (named tname), or the usual errors. */
-static inline void *cl_fast_check(lua_State *L, int i, int uv, const char *tname)
+static inline void *cl_fast_check_in(lua_State *L, const cl_Types *t, int i, int uv,
+                                     const char *tname)
 {
-  int *h = cl_fast_test(L, i, uv);
+  int *h = cl_fast_test_in(L, t, i, uv);
   if (h == NULL || *h)
     h = cl_check_open(L, i, tname);
   return h;
+}
+
+static inline void *cl_fast_check(lua_State *L, int i, int uv, const char *tname)
+{
+  return cl_fast_check_in(L, cl_types(L), i, uv, tname);
 }
 
 /* HACKING.md's rule: nothing runs Lua between checking a handle and using

@@ -405,8 +405,8 @@ static void check_object(lua_State *L, cl_Kernel *k, int n, int size, int obj, c
 }
 
 /* A number or a typed scalar for an integer or floating parameter. */
-static void pack_typed_number(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d,
-                              const void *mt, uint64_t *slot)
+static void pack_typed_number(lua_State *L, const cl_Types *t, cl_Kernel *k, int i, int n,
+                              cl_Device *d, const void *mt, uint64_t *slot)
 {
   Num v = {NUM_INT, 0, 0, 0};
   const char *tname;
@@ -416,7 +416,7 @@ static void pack_typed_number(lua_State *L, cl_Kernel *k, int i, int n, cl_Devic
     v.i = lua_tointeger(L, i);
   else if (lua_type(L, i) == LUA_TNUMBER)
     v.tag = NUM_FLOAT, v.f = lua_tonumber(L, i);
-  else if (cl_metatable_is(L, mt, CL_UV_SCALAR) && !((cl_Scalar *)lua_touserdata(L, i))->pointer) {
+  else if (cl_is_type(t, mt, CL_UV_SCALAR) && !((cl_Scalar *)lua_touserdata(L, i))->pointer) {
     const cl_Scalar *sc = lua_touserdata(L, i);
     if (cl_dtype_sizes[sc->type] != k->param_size[n - 1] ||
         cl_dtype_is_float(sc->type) != (k->param_kind[n - 1] == CL_ARG_FLOAT))
@@ -437,13 +437,13 @@ static void pack_typed_number(lua_State *L, cl_Kernel *k, int i, int n, cl_Devic
 }
 
 /* A buffer's address, or a raw one given as cuda.ptr(n). */
-static void pack_pointer(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d, const void *mt,
-                         uint64_t *slot)
+static void pack_pointer(lua_State *L, const cl_Types *t, cl_Kernel *k, int i, int n,
+                         cl_Device *d, const void *mt, uint64_t *slot)
 {
   cl_Scalar *sc;
-  if (cl_metatable_is(L, mt, CL_UV_BUFFER))
+  if (cl_is_type(t, mt, CL_UV_BUFFER))
     pack_buffer(L, k, n, 8, lua_touserdata(L, i), d, slot);
-  else if (cl_metatable_is(L, mt, CL_UV_SCALAR) && (sc = lua_touserdata(L, i))->pointer)
+  else if (cl_is_type(t, mt, CL_UV_SCALAR) && (sc = lua_touserdata(L, i))->pointer)
     *slot = sc->v.u64;
   else if (lua_isnil(L, i))
     typed_error(L, k, i, n, "%s for %s parameter, which takes a cuda.Buffer, a view or "
@@ -479,8 +479,8 @@ static const void *pack_tensormap(lua_State *L, cl_Kernel *k, int n, int size, c
 }
 
 /* Any parameter whose type is known by name or size only. */
-static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d, const void *mt,
-                            uint64_t *slot)
+static const void *pack_any(lua_State *L, const cl_Types *t, cl_Kernel *k, int i, int n,
+                            cl_Device *d, const void *mt, uint64_t *slot)
 {
   int size = k->param_size[n - 1];
   int type = lua_type(L, i);
@@ -495,9 +495,9 @@ static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device 
     size_t len;
     const char *bytes = lua_tolstring(L, i, &len);
     return pack_bytes(L, k, n, bytes, len);   /* the string stays on the stack */
-  } else if (cl_metatable_is(L, mt, CL_UV_BUFFER))
+  } else if (cl_is_type(t, mt, CL_UV_BUFFER))
     pack_buffer(L, k, n, size, lua_touserdata(L, i), d, slot);
-  else if (cl_metatable_is(L, mt, CL_UV_SCALAR)) {
+  else if (cl_is_type(t, mt, CL_UV_SCALAR)) {
     cl_Scalar *sc = lua_touserdata(L, i);
     if (cl_dtype_sizes[sc->type] != size)
       arg_error(L, k, n, "%s does not match the parameter's %d bytes",
@@ -518,15 +518,15 @@ static const void *pack_any(lua_State *L, cl_Kernel *k, int i, int n, cl_Device 
 
 /* Argument n (at stack index i): checked, converted into *slot, or left
  * where it is (a string); returns where its bytes are. */
-static const void *pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_Device *d,
-                                 uint64_t *slot)
+static const void *pack_argument(lua_State *L, const cl_Types *t, cl_Kernel *k, int i, int n,
+                                 cl_Device *d, uint64_t *slot)
 {
   const void *mt = lua_type(L, i) == LUA_TUSERDATA ? cl_metatable_of(L, i) : NULL;
   switch (k->param_kind[n - 1]) {
   case CL_ARG_NAMED:
-    return pack_any(L, k, i, n, d, mt, slot);
+    return pack_any(L, t, k, i, n, d, mt, slot);
   case CL_ARG_PTR:
-    pack_pointer(L, k, i, n, d, mt, slot);
+    pack_pointer(L, t, k, i, n, d, mt, slot);
     return slot;
   case CL_ARG_BOOL:
     if (lua_type(L, i) != LUA_TBOOLEAN)
@@ -534,13 +534,14 @@ static const void *pack_argument(lua_State *L, cl_Kernel *k, int i, int n, cl_De
     *slot = (uint64_t)lua_toboolean(L, i);
     return slot;
   default:
-    pack_typed_number(L, k, i, n, d, mt, slot);
+    pack_typed_number(L, t, k, i, n, d, mt, slot);
     return slot;
   }
 }
 
-void cl_pack_kernel_args(lua_State *L, cl_Kernel *k, int first, int nargs, cl_Device *d,
-                         uint64_t storage[CL_MAX_PARAMS], void *params[CL_MAX_PARAMS])
+/* cl_pack_kernel_args, with the metatables read (cl_types). */
+static void pack_args(lua_State *L, const cl_Types *t, cl_Kernel *k, int first, int nargs,
+                      cl_Device *d, uint64_t storage[CL_MAX_PARAMS], void *params[CL_MAX_PARAMS])
 {
   if (k->nparams < 0)
     luaL_error(L, "cuda.launch: the driver did not report the parameters of kernel '%s': "
@@ -549,7 +550,13 @@ void cl_pack_kernel_args(lua_State *L, cl_Kernel *k, int first, int nargs, cl_De
     luaL_error(L, "cuda.launch: kernel '%s' takes %d argument%s, got %d", k->name, k->nparams,
                k->nparams == 1 ? "" : "s", nargs);
   for (int n = 1; n <= nargs; n++)
-    params[n - 1] = (void *)pack_argument(L, k, first + n - 1, n, d, &storage[n - 1]);
+    params[n - 1] = (void *)pack_argument(L, t, k, first + n - 1, n, d, &storage[n - 1]);
+}
+
+void cl_pack_kernel_args(lua_State *L, cl_Kernel *k, int first, int nargs, cl_Device *d,
+                         uint64_t storage[CL_MAX_PARAMS], void *params[CL_MAX_PARAMS])
+{
+  pack_args(L, cl_types(L), k, first, nargs, d, storage, params);
 }
 
 void cl_check_node_config(lua_State *L, int i, CUDA_KERNEL_NODE_PARAMS *p)
@@ -611,14 +618,15 @@ static void launch_ex(lua_State *L, const LaunchConfig *c, CUfunction f, CUstrea
 
 static int cuda_launch(lua_State *L)
 {
-  cl_Stream *s = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
-  const LaunchConfig *c = cl_fast_test(L, 2, CL_UV_CONFIG);
-  cl_Kernel *k = cl_fast_check(L, 3, CL_UV_KERNEL, CL_KERNEL);
+  const cl_Types *t = cl_types(L);
+  cl_Stream *s = cl_fast_check_in(L, t, 1, CL_UV_STREAM, CL_STREAM);
+  const LaunchConfig *c = cl_fast_test_in(L, t, 2, CL_UV_CONFIG);
+  cl_Kernel *k = cl_fast_check_in(L, t, 3, CL_UV_KERNEL, CL_KERNEL);
   if (c == NULL)
     c = luaL_checkudata(L, 2, CL_LAUNCHCONFIG);
   uint64_t storage[CL_MAX_PARAMS];
   void *params[CL_MAX_PARAMS];
-  cl_pack_kernel_args(L, k, 4, lua_gettop(L) - 3, s->dev, storage, params);
+  pack_args(L, t, k, 4, lua_gettop(L) - 3, s->dev, storage, params);
   if (c->shmem > 48 * 1024 || c->has_cluster || c->cooperative)
     check_device_limits(L, c, s->dev);
   cl_device_activate(L, s->dev);

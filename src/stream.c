@@ -160,18 +160,25 @@ static cl_Event *record_new_event(lua_State *L)
   return push_event(L, lua_gettop(L), timing, blocking);
 }
 
-/* s:record([event | options]) -> event */
+/* s:record([event | options]) -> event. The checks leave the metatables
+ * they read pushed (cl_fast_test_keep), and the event goes on top. */
 static int stream_record(lua_State *L)
 {
-  cl_Stream *s = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
-  cl_Event *ev = cl_fast_test(L, 2, CL_UV_EVENT);
+  const cl_Types *t = cl_types(L);
+  int top = lua_gettop(L);
+  cl_Stream *s = cl_fast_test_keep(L, t, 1, CL_UV_STREAM);
+  cl_Event *ev = top >= 2 ? cl_fast_test_keep(L, t, 2, CL_UV_EVENT) : NULL;
+  if (ev == NULL || s == NULL || s->closed) {
+    lua_settop(L, top);         /* the arguments alone */
+    s = cl_check_stream(L, 1);
+  }
   if (ev == NULL) {
     ev = record_new_event(L);
     s = cl_check_stream(L, 1);  /* making the event can run finalizers */
   } else if (ev->closed)
     return luaL_error(L, "%s is closed", CL_EVENT);
-  else if (lua_gettop(L) != 2)
-    lua_settop(L, 2);           /* costs as much as the checks: only when needed */
+  else
+    lua_pushvalue(L, 2);
   CL_TRY(L, cuEventRecord, (ev->handle, s->handle));
   ev->recorded = 1;
   if (s->capture || ev->capture)
@@ -182,8 +189,9 @@ static int stream_record(lua_State *L)
 /* s:wait(event_or_stream): later work on s waits for it. */
 static int stream_wait(lua_State *L)
 {
-  cl_Stream *s = cl_fast_check(L, 1, CL_UV_STREAM, CL_STREAM);
-  cl_Event *ev = cl_fast_test(L, 2, CL_UV_EVENT);
+  const cl_Types *t = cl_types(L);
+  cl_Stream *s = cl_fast_check_in(L, t, 1, CL_UV_STREAM, CL_STREAM);
+  cl_Event *ev = cl_fast_test_in(L, t, 2, CL_UV_EVENT);
   if (ev) {
     if (ev->closed)
       return luaL_error(L, "%s is closed", CL_EVENT);

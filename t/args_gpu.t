@@ -10,7 +10,7 @@ local cuda = require "cuda"
 local seed = t.seed()
 
 if not cuda.is_available() then t.skip_all("no CUDA device: " .. select(2, cuda.is_available())) end
-t.plan(22)
+t.plan(24)
 
 local dev = cuda.Device(0)
 dev:set_current()
@@ -105,6 +105,22 @@ for round = 1, 20 do
   if why ~= "" then bad = bad .. ("round %d: %s; "):format(round, why) end
 end
 t.is(bad, "", "20 rounds of random values arrive bit for bit (seed " .. seed .. ")")
+-- a launch, the hottest path, allocates nothing: plain values by their C types, a view, a struct
+do
+  local v = random_values()
+  v[6] = pview
+  local launch, stream, config, kernel = cuda.launch, s, one, k
+  launch(stream, config, kernel, out, table.unpack(v))
+  collectgarbage()
+  collectgarbage("stop")
+  local before = collectgarbage("count")
+  for _ = 1, 100 do launch(stream, config, kernel, out, v[1], v[2], v[3], v[4], v[5], v[6], v[7]) end
+  local grew = collectgarbage("count") - before
+  collectgarbage("restart")
+  s:sync()
+  t.is(grew, 0, "100 launches with seven typed arguments allocate no Lua memory")
+  t.is(compare(received(), expected(v)), "", "and the last one's arguments arrived")
+end
 -- what the parameter types refuse, before anything runs
 poison()
 t.raises(function() cuda.launch(s, one, k, out, 1.0, 0, 2.5, 0, true, data, span) end,

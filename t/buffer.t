@@ -60,7 +60,7 @@ t.is(host.live_buffers, live, "<close> released it at the end of the block")
 t.raises(function() a:prefetch("host", nil) end, "cuda%.Stream expected", "prefetch needs a stream")
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 36 + 6)
+  t.skip("no CUDA device", 37 + 6)
   t.done()
 end
 
@@ -92,6 +92,21 @@ for _, from in ipairs(resources) do
     src:close(s)
     dst:close(s)
   end
+end
+
+-- copy_to and copy_from, the hot path of every pipeline, allocate nothing
+do
+  local small, dsmall, stream = pinned:allocate(4096), dev.memory_resource:allocate(4096, s), s
+  small:copy_to(dsmall, stream)
+  dsmall:copy_from(small, stream)
+  collectgarbage()
+  collectgarbage("stop")
+  local before = collectgarbage("count")
+  for _ = 1, 100 do small:copy_to(dsmall, stream); dsmall:copy_from(small, stream) end
+  local grew = collectgarbage("count") - before
+  collectgarbage("restart")
+  t.is(grew, 0, "200 copies allocate no Lua memory")
+  s:sync()
 end
 
 -- device-only memory has no host view

@@ -7,7 +7,7 @@ local cuda = require "cuda"
 -- without a device: the types exist and check what they are given
 local registry = debug.getregistry()
 local function methods_of(tname)
-  local _, methods = debug.getupvalue(registry[tname].__index, 9)   -- CL_UV_METHODS
+  local _, methods = debug.getupvalue(registry[tname].__index, 2)   -- CL_UV_METHODS
   return methods
 end
 t.is(type(methods_of("cuda.Device").create_context), "function", "Device has create_context")

@@ -157,7 +157,7 @@ end
 
 -- A registered type's methods table: its __index, or the table among the
 -- upvalues of the __index closure that is no metatable (handle.c keeps the
--- methods there; the others are the metatables the fast checks use).
+-- methods there, after the cl_Types userdata the fast checks use).
 local function methods_of(mt)
   local index = rawget(mt, "__index")
   if type(index) == "table" then return index end

@@ -71,7 +71,7 @@ for _, name in ipairs{"streaming_overlap", "memory_resources", "launch_cost"} do
 end
 
 if not cuda.is_available() then
-  t.skip("no CUDA device", 82)
+  t.skip("no CUDA device", 86)
   t.done()
 end
 
@@ -195,6 +195,59 @@ if f then f:close() end
 t.ok(report and math.type(report.details.cpu) == "integer", "JSON: the CPU it ran on")
 code, out = t.run(cudalua .. " launch_cost --repeats 3 --rounds 1 --batch 10 --cpu none")
 t.like(out, "grid 1, block 32; not pinned", "--cpu none does not pin")
+-- --reference with a stand-in for bench/launch_ref whose calls take what puts cudalua's, as the run
+-- above measured them, at a random ratio around the 1.10 target of the floor: the vs-floor figure
+-- of each row is cudalua / (the reference's call + the no-op call), and the verdicts and the
+-- summary follow it.
+do
+  local measured = {}
+  for _, entry in ipairs(report and report.results or {}) do measured[entry.name] = entry.median end
+  local dir = t.tmpdir()
+  local stand_in = dir .. "/launch_ref"
+  local reference, lines = {}, {"#!/bin/sh", "echo '# stand-in launch_ref'"}
+  for _, key in ipairs{"launch_empty", "launch_4params", "memcpy_htod_4k", "event_record",
+                       "graph100_replay_host", "graph100_gpu_ms", "direct100_gpu_ms"} do
+    local us = math.max(1e-6, (measured[key] or 1) / (0.9 + 0.4 * math.random()) - (measured.lua_floor or 0))
+    reference[key] = tonumber(("%.6f"):format(us))   -- as the stand-in prints it
+    lines[#lines + 1] = ("echo '%s %.6f %.6f %.6f'"):format(key, reference[key], reference[key], reference[key])
+  end
+  t.write_file(stand_in, table.concat(lines, "\n") .. "\n")
+  os.execute("chmod +x '" .. stand_in .. "'")
+  code, out = t.run(cudalua .. " launch_cost --repeats 3 --rounds 2 --batch 10 --reference " .. stand_in ..
+    " --json " .. tmp)
+  t.is(code, 0, "launch_cost --reference runs")
+  report = json.decode(t.read_file(tmp) or "null")
+  local entries = {}
+  for _, entry in ipairs(report and report.results or {}) do entries[entry.name] = entry end
+  local floor = entries.lua_floor and entries.lua_floor.median
+  local rows = {{"launch_empty", "launch_empty"}, {"launch_4params", "launch_4params"},
+    {"launch_4params_typed", "launch_4params"}, {"launch_4params_sized", "launch_4params"},
+    {"memcpy_htod_4k", "memcpy_htod_4k"}, {"event_record", "event_record"}, {"event_record_local", "event_record"}}
+  local printed = {}
+  for ratio, verdict in out:gmatch("  (%d+%.%d%d) (%u%u%u%u)\n") do printed[#printed + 1] = ratio .. " " .. verdict end
+  local wrong, failed = {}, {}
+  for i, row in ipairs(rows) do
+    local key, entry = row[1], entries[row[1]]
+    local want = entry and floor and entry.median / (reference[row[2]] + floor)
+    if not (want and entry.vs_floor and math.abs(entry.vs_floor - want) <= 1e-9 * want) then
+      wrong[#wrong + 1] = key
+    elseif printed[i] ~= ("%.2f %s"):format(want, want > 1.10 and "FAIL" or "PASS") then
+      wrong[#wrong + 1] = key .. " (printed " .. tostring(printed[i]) .. ")"
+    end
+    if want and want > 1.10 then failed[#failed + 1] = key end
+  end
+  table.sort(wrong)
+  t.is(table.concat(wrong, ", "), "", "vs floor: cudalua / (C + the no-op call), and its verdict, on every row")
+  local summary = out:match("Against the Lua floor %(that call plus the raw C call; target <= 1%.10%): ([^\n]*)")
+  local named = {}
+  for key in (summary or ""):gmatch("[%w_]+") do if entries[key] then named[#named + 1] = key end end
+  table.sort(named)
+  table.sort(failed)
+  t.is(table.concat(named, " "), table.concat(failed, " "), "the summary names the rows over the target")
+  t.is(report and report.details.floor and report.details.floor.passed, #failed == 0,
+    "JSON: whether every row passed")
+  os.execute("rm -rf '" .. dir .. "'")
+end
 -- cudalua-results/1: the envelope, every raw sample, CSV, Markdown, SVG
 local function read_json(path)
   local text = t.read_file(path)

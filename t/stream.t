@@ -102,4 +102,26 @@ after:sync()
 t.is(pending.is_done, true, "the waited-on stream's work completed first")
 t.ok(after - pending >= 0, "the follower's event comes after the waited-on work")
 t.is(math.type(follower.priority), "integer", "stream.priority")
+
+-- the hot paths allocate nothing: s:record(ev), record(s, ev) with the method in a local, s:wait(ev)
+do
+  local stream, marker, record = s, dev:create_event{timing = false}, s.record
+  stream:record(marker); record(stream, marker); stream:wait(marker)
+  collectgarbage()
+  collectgarbage("stop")
+  local before = collectgarbage("count")
+  for _ = 1, 100 do stream:record(marker); record(stream, marker); stream:wait(marker) end
+  local grew = collectgarbage("count") - before
+  collectgarbage("restart")
+  t.is(grew, 0, "300 records and waits allocate no Lua memory")
+end
+-- record returns its event alone, whatever follows it; its self is checked whatever the event
+local extra = {}
+for i = 1, math.random(1, 6) do extra[i] = math.random(2) == 1 and i or dev end
+local got = table.pack(s:record(e1, table.unpack(extra)))
+t.ok(got.n == 1 and rawequal(got[1], e1), ("record(ev, ...) with %d more arguments returns the event alone"):format(#extra))
+t.raises(function() s.record(e1, e1) end, "cuda%.Stream expected, got cuda%.Event", "record: self an event")
+t.raises(function() s.record(nil, e1) end, "cuda%.Stream expected, got nil", "record: self nil")
+t.raises(function() s.record() end, "cuda%.Stream expected, got no value", "record: no self")
+t.raises(function() dead:record(e1, 1, 2) end, "cuda%.Stream is closed", "record on a closed stream, more arguments")
 t.done()
