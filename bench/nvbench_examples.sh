@@ -70,18 +70,9 @@ sys.meta_path.append(_ExperimentalAlias())
 EOF
 
 # --- cudalua ----------------------------------------------------------------------------
-# The ports end with bench.run_all_benchmarks(arg), as the originals do; where cudalua lacks
-# it, they run with a stand-in (it only registers under `cudalua bench`), and env.txt says so.
-stand_in=
-if ! "$cudalua" -e 'os.exit(require("cuda.bench").run_all_benchmarks and 0 or 1)' 2>/dev/null; then
-  stand_in=$out/stand_in.lua
-  echo 'local b = require "cuda.bench"; b.run_all_benchmarks = b.run_all_benchmarks or function() end' > "$stand_in"
-fi
-
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "cudalua: $cudalua ($("$cudalua" -v 2>&1 | head -1)), git $(git -C "$top" rev-parse --short HEAD 2>/dev/null)"
-  echo "run_all_benchmarks stand-in: ${stand_in:-no (cuda.bench has it)}"
   echo "python: $(python3 --version 2>&1); PYTHONPATH=$PYTHONPATH"
   for m in cuda.bench cuda.cccl.headers cuda.core cuda.core.experimental numpy numba cupy; do
     python3 -c "import $m as x; print('$m', getattr(x, '__version__', ''), 'ok')" 2>&1 | tail -1
@@ -99,7 +90,7 @@ for name in $names; do
     > "$name.out" 2> "$name.log"; echo $? > "$name.rc")
   for run in 1 2; do
     say "$name: cudalua, run $run"
-    (cd "$out/cudalua-$run" && env ${stand_in:+LUA_INIT_5_4=@$stand_in} timeout "$limit" "$cudalua" bench \
+    (cd "$out/cudalua-$run" && timeout "$limit" "$cudalua" bench \
       "$top/bench/nvbench_examples/$path.lua" -d 0 ${BENCH_OPTS:-} --json "$name.json" --md "$name.md" \
       > "$name.out" 2> "$name.log"; echo $? > "$name.rc")
   done

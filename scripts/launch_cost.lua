@@ -1,17 +1,12 @@
 -- Host cost of cuda.launch, copy_to and record against the raw C driver API
 -- SPDX-License-Identifier: MIT
 --
--- Measures, per call, what issuing work costs the host through cudalua: cuda.launch (no, four
--- typed, four plain, four by size parameters), a 4 KiB pinned -> device copy_to, Stream:record,
--- graph replays (100 launches: host and GPU time against direct launches; 1000: host per launch),
--- and a no-op C call (the interpreter's floor). --reference bench/launch_ref runs the raw
--- driver-API program that measures the same operations by the same method: ratios, and each
--- call against the Lua floor, the no-op C call plus the raw C call (the least a binding of it can
--- cost from a Lua loop), with PASS or FAIL against the project's target of 1.10.
---
--- Method (the same as bench/launch_ref.c, so the ratio is fair; see bench/README.md): both
--- pinned to one CPU (--cpu), warm up, then per repeat sync, time a batch of B calls, keep
--- (t1 - t0) / B; report the median, min and 90th percentile over the repeats.
+-- Per call, what issuing work costs the host: cuda.launch (no, four typed, four plain, four
+-- by-size parameters), a 4 KiB pinned -> device copy_to, Stream:record, graph replays (100
+-- launches: host and GPU time against direct launches; 1000: host per launch) and a no-op C call.
+-- --reference bench/launch_ref times the raw driver API by the same method (bench/README.md: both
+-- pinned to one CPU, warm-up, then per repeat sync and time a batch of B calls; median, min, p90):
+-- ratios, and each call against the Lua floor (the no-op call plus the C call), PASS or FAIL at 1.10.
 local cuda = require "cuda"
 local cli = require "cuda.cli"
 local bench = require "cuda.bench"
@@ -21,13 +16,13 @@ local json = require "cuda.json"
 local DEFAULT_REPEATS, DEFAULT_BATCH, MAX_BATCH, WARMUP_BATCHES = 200, 100, 500, 10
 local GRAPH_LAUNCHES = 100    -- launches captured in the graph, and direct launches compared
 local BIG_GRAPH_LAUNCHES, BIG_GRAPH_TARGET = 1000, 0.2   -- per launch: graph replay / direct launch
-local SMALL_COPY_BYTES = 4096
-local EMPTY4_ELEMENTS = 1024  -- n passed to empty4; the kernel touches nothing
-local LAUNCH_TARGET = 1.15    -- the project's target for cudalua / C, launches
-local FLOOR_TARGET = 1.10     -- the project's target for cudalua / (no-op C call + C), floor = true rows
+local SMALL_COPY_BYTES, EMPTY4_ELEMENTS = 4096, 1024   -- the copy's bytes; n passed to empty4 (it touches nothing)
+-- The project's targets: cudalua / C for launches; cudalua / (no-op C call + C) for floor = true rows
+local LAUNCH_TARGET, FLOOR_TARGET = 1.15, 1.10
 
--- Each figure: its key in launch_ref's output, its label, and its unit; target: held to
--- LAUNCH_TARGET against C; floor: held to FLOOR_TARGET against the no-op call plus C.
+-- Each figure: its key in launch_ref's output and its operation's, label and unit; target, floor:
+-- held to LAUNCH_TARGET, FLOOR_TARGET; gpu: GPU time of that many calls, else host time per call
+-- in batches of --batch, or of the "graph" or "big_graph" size.
 local FIGURES = {
   {key = "launch_empty", label = "cuda.launch, no parameters", unit = "us", target = true, floor = true},
   {key = "launch_4params", label = "cuda.launch, 4 parameters", unit = "us", target = true, floor = true},
@@ -40,14 +35,14 @@ local FIGURES = {
   {key = "event_record_local", label = "  method in a local: record(s, ev)", unit = "us", floor = true,
    reference = "event_record"},
   {key = "lua_floor", label = "no-op C function, from a Lua loop", unit = "us", ours = true},
-  {key = "graph100_replay_host", label = "Graph:launch, 100 launches (host)", unit = "us"},
-  {key = "graph100_gpu_ms", label = "graph of 100 launches (GPU)", unit = "ms"},
-  {key = "direct100_gpu_ms", label = "100 direct launches (GPU)", unit = "ms"},
-  {key = "graph1000_host", label = "graph replay of 1000 launches (host, per launch)", unit = "us", ours = true},
+  {key = "graph100_replay_host", label = "Graph:launch, 100 launches (host)", unit = "us", batch = "graph"},
+  {key = "graph100_gpu_ms", label = "graph of 100 launches (GPU)", unit = "ms", gpu = 1},
+  {key = "direct100_gpu_ms", label = "100 direct launches (GPU)", unit = "ms", gpu = GRAPH_LAUNCHES},
+  {key = "graph1000_host", label = "graph replay of 1000 launches (host, per launch)", unit = "us", ours = true,
+   batch = "big_graph"},
 }
 
--- Each reference figure's numbers, as launch_ref prints them.
-local COLUMNS = {"median", "min", "p90"}
+local COLUMNS = {"median", "min", "p90"}   -- each reference figure's numbers, as launch_ref prints them
 local FIGURE_KEYS, REFERENCE_KEYS = {}, {}   -- every figure; those launch_ref reports too
 for i, f in ipairs(FIGURES) do
   FIGURE_KEYS[i] = f.key
@@ -57,7 +52,6 @@ local DIGITS = {us = 3, ms = 4}   -- decimals printed per unit
 
 local function fail(message) io.stderr:write("launch_cost: ", message, "\n"); os.exit(1) end
 
--- --- options ------------------------------------------------------------------
 local function parse_options(argv)
   local parser = cli.parser("launch_cost", results.description())
   parser:option("--reference", "bench/launch_ref: run it and print cudalua / C ratios."):argname("PROGRAM")
@@ -72,7 +66,6 @@ local function parse_options(argv)
   return cli.parse(parser, argv)
 end
 
--- --- the device and what the timed loops use -----------------------------------
 -- Device memory from the default pool (launch_ref's cuMemAllocAsync), page-locked memory without a
 -- pool (its cuMemHostAlloc); the small copies' bytes go to poisoned device memory.
 local function make_buffers(dev, s)
@@ -87,11 +80,10 @@ local function make_buffers(dev, s)
   return b
 end
 
--- The operations measured; each issues `count` calls on s, from locals (registers, not upvalues).
+-- The operations measured, by figure; each issues `count` calls on s, from locals (registers, not upvalues).
 local function operations(s, kernels, buffers)
   local cfg, scale, n = cuda.LaunchConfig{grid = 1, block = 32}, cuda.f32(2.5), cuda.u64(EMPTY4_ELEMENTS)
-  local marker = s.device:create_event{timing = false}   -- as launch_ref's CU_EVENT_DISABLE_TIMING
-  local op = {}
+  local marker, op = s.device:create_event{timing = false}, {}   -- as launch_ref's CU_EVENT_DISABLE_TIMING
   function op.launch_empty(count)
     local launch, stream, config, kernel = cuda.launch, s, cfg, kernels.empty
     for _ = 1, count do launch(stream, config, kernel) end
@@ -102,31 +94,26 @@ local function operations(s, kernels, buffers)
       for _ = 1, count do launch(stream, config, kernel, a, b, xx, yy) end
     end
   end
-  op.launch_empty4 = launch4(kernels.empty4, scale, n)
-  op.launch_empty4_typed = launch4(kernels.empty4, 2.5, EMPTY4_ELEMENTS)   -- float, unsigned long long by C type
-  op.launch_empty4_sized = launch4(kernels.empty4_sized, scale, n)
-  function op.copy_small(count)
-    local src, dst, stream = buffers.host_small, buffers.dev_small, s
-    for _ = 1, count do src:copy_to(dst, stream) end
+  op.launch_4params = launch4(kernels.empty4, scale, n)
+  op.launch_4params_typed = launch4(kernels.empty4, 2.5, EMPTY4_ELEMENTS)   -- float, unsigned long long by C type
+  op.launch_4params_sized = launch4(kernels.empty4_sized, scale, n)
+  function op.memcpy_htod_4k(count)
+    local src, dst, stream = buffers.host_small, buffers.dev_small, s; for _ = 1, count do src:copy_to(dst, stream) end
   end
-  function op.record_marker(count)
-    local stream, ev = s, marker
-    for _ = 1, count do stream:record(ev) end
-  end
-  function op.record_local(count)   -- without the method lookup (Stream's __index is a C function)
-    local stream, ev, record = s, marker, s.record
-    for _ = 1, count do record(stream, ev) end
-  end
+  function op.event_record(count) local stream, ev = s, marker; for _ = 1, count do stream:record(ev) end end
+  -- without the method lookup (Stream's __index is a C function)
+  function op.event_record_local(count) local r, a, b = s.record, s, marker; for _ = 1, count do r(a, b) end end
   -- The floor: Lua's rawequal, a C function that takes two values and returns one, as record does,
   -- and does next to nothing (two argument checks, one comparison): what any binding costs at least.
-  function op.floor(count) local f, a, b = rawequal, s, marker; for _ = 1, count do f(a, b) end end
+  function op.lua_floor(count) local f, a, b = rawequal, s, marker; for _ = 1, count do f(a, b) end end
   local function replay(launches, per)   -- issue(count): count // per replays of a graph of `launches`
     s:begin_capture()
-    op.launch_empty4(launches)
+    op.launch_4params(launches)
     local graph = s:end_capture()
     return function(count) local g, stream = graph, s; for _ = 1, count // per do g:launch(stream) end end
   end
-  op.replay_graph, op.replay_big_graph = replay(GRAPH_LAUNCHES, 1), replay(BIG_GRAPH_LAUNCHES, BIG_GRAPH_LAUNCHES)
+  op.graph100_replay_host, op.graph1000_host = replay(GRAPH_LAUNCHES, 1), replay(BIG_GRAPH_LAUNCHES, BIG_GRAPH_LAUNCHES)
+  op.graph100_gpu_ms, op.direct100_gpu_ms = op.graph100_replay_host, op.launch_4params
   return op
 end
 
@@ -140,28 +127,22 @@ local function set_up(device_id)
   local code = cuda.Program(source_file:read("a"), "c++", {arch = "sm_" .. dev.arch}):compile("cubin")
   local buffers = make_buffers(dev, s)
   return {dev = dev, stream = s, kernels_dir = kernel_path:match("^(.*)/[^/]*$") or ".", buffers = buffers,
+    -- empty4_sized: the same code without its source, the parameters' types unknown
     op = operations(s, {empty = code:get_kernel("empty"), empty4 = code:get_kernel("empty4"),
-      -- the same code without its source: the parameters' types unknown
       empty4_sized = cuda.ObjectCode.from_data(code.code):get_kernel("empty4")}, buffers),
     gpu_events = {dev:create_event{timing = true}, dev:create_event{timing = true}}}
 end
 
--- --- measuring ---------------------------------------------------------------------
--- One round of every figure, by key.
+-- One round of every figure, by key, in FIGURES' order.
 local function measure_ours(rig, repeats, batch, graph_batch)
-  local s, op = rig.stream, rig.op
   local counts = {warmup = WARMUP_BATCHES, repeats = repeats, events = rig.gpu_events}
-  local function host(issue, size) return bench.host_batches(s, issue, size, counts) end
-  local function gpu(issue, count) return bench.gpu_batches(s, issue, count, counts) end
-  return {
-    launch_empty = host(op.launch_empty, batch), launch_4params = host(op.launch_empty4, batch),
-    launch_4params_typed = host(op.launch_empty4_typed, batch), launch_4params_sized = host(op.launch_empty4_sized, batch),
-    memcpy_htod_4k = host(op.copy_small, batch), event_record = host(op.record_marker, batch),
-    event_record_local = host(op.record_local, batch), lua_floor = host(op.floor, batch),
-    graph100_replay_host = host(op.replay_graph, graph_batch),
-    graph100_gpu_ms = gpu(op.replay_graph, 1), direct100_gpu_ms = gpu(op.launch_empty4, GRAPH_LAUNCHES),
-    graph1000_host = host(op.replay_big_graph, graph_batch * BIG_GRAPH_LAUNCHES),   -- us per launch
-  }
+  local sizes = {graph = graph_batch, big_graph = graph_batch * BIG_GRAPH_LAUNCHES}   -- us per launch for big_graph
+  local figures = {}
+  for _, f in ipairs(FIGURES) do
+    figures[f.key] = f.gpu and bench.gpu_batches(rig.stream, rig.op[f.key], f.gpu, counts)
+      or bench.host_batches(rig.stream, rig.op[f.key], sizes[f.batch] or batch, counts)
+  end
+  return figures
 end
 
 -- Runs launch_ref with our options: its figures by key, its header lines; a failure ends the script.
@@ -173,10 +154,9 @@ local function run_reference(path, options, kernels_dir)
   return figures, header
 end
 
--- The machine's speed drifts between runs of a few seconds, so the reference and cudalua take
--- turns, round after round; each side's figure is its median over the rounds (bench.combine). The
--- reference runs first: a broken one fails early. Returns ours, the reference's (or nil), its
--- header lines and our rounds.
+-- The machine's speed drifts over seconds, so the reference and cudalua take turns, round after
+-- round; each side's figure is its median over the rounds (bench.combine). The reference runs first
+-- (a broken one fails early). Returns ours, the reference's (or nil), its header lines, our rounds.
 local function measure_rounds(rig, options, graph_batch)
   local ours, theirs, header = {}, {}, nil
   for round = 1, options.rounds do
@@ -187,7 +167,6 @@ local function measure_rounds(rig, options, graph_batch)
     options.reference and bench.combine(theirs, REFERENCE_KEYS, COLUMNS) or nil, header, ours
 end
 
--- --- verification ------------------------------------------------------------------
 -- The small copies must have delivered their bytes, and the events measured GPU time.
 local function verify(rig, ours)
   local b, s = rig.buffers, rig.stream
@@ -205,13 +184,12 @@ local function verify(rig, ours)
   end
 end
 
--- --- report ----------------------------------------------------------------------
 local function reference_row(reference, f) return reference and reference[f.reference or f.key] end
 
 local function verdict(floor_ratio) return floor_ratio <= FLOOR_TARGET and "PASS" or "FAIL" end
 
--- cudalua / C for each figure the reference timed, and the launch figures over the target;
--- cudalua / (no-op C call + C) for the floor figures, and those over FLOOR_TARGET.
+-- ratios: cudalua / C for each figure the reference timed, missed: launches over the target;
+-- floor_ratios: cudalua / (no-op C call + C) for the floor figures, floor_missed: over FLOOR_TARGET.
 local function compare(ours, reference)
   local ratios, missed, floor_ratios, floor_missed = {}, {}, {}, {}
   for _, f in ipairs(FIGURES) do
@@ -225,7 +203,7 @@ local function compare(ours, reference)
       end
     end
   end
-  return ratios, missed, floor_ratios, floor_missed
+  return {ratios = ratios, missed = missed, floor_ratios = floor_ratios, floor_missed = floor_missed}
 end
 
 local function print_header(rig, options, graph_batch, reference_header)
@@ -242,11 +220,12 @@ end
 
 local function print_row(...) print((("%-38s  %-26s  %-26s  %-21s  %s"):format(...):gsub("%s+$", ""))) end
 
-local function print_table(ours, reference, ratios, floor_ratios)
+local function print_table(ours, reference, compared)
   print_row("operation", "cudalua", reference and "raw C driver API" or "", reference and "ratio" or "",
     reference and "vs floor" or "")
   for _, f in ipairs(FIGURES) do
-    local theirs, ratio, floor_ratio = reference_row(reference, f), ratios[f.key], floor_ratios[f.key]
+    local theirs, ratio, floor_ratio = reference_row(reference, f), compared.ratios[f.key],
+      compared.floor_ratios[f.key]
     local over = ratio and f.target and ratio > LAUNCH_TARGET
     print_row(f.label .. ", " .. f.unit, bench.format_spread(ours[f.key], DIGITS[f.unit]),
       theirs and bench.format_spread(theirs, DIGITS[f.unit]) or "",
@@ -256,12 +235,12 @@ local function print_table(ours, reference, ratios, floor_ratios)
   print()
 end
 
-local function graph_gain(figs)   -- how many times longer 100 direct launches take than one replay
-  local graph_ms = figs.graph100_gpu_ms.median
-  return graph_ms > 0 and ("%.1fx"):format(figs.direct100_gpu_ms.median / graph_ms) or "n/a"
+local function graph_gain(f)   -- how many times longer 100 direct launches take than one replay
+  local g = f.graph100_gpu_ms.median; return g > 0 and ("%.1fx"):format(f.direct100_gpu_ms.median / g) or "n/a"
 end
 
-local function print_notes(ours, reference, missed, floor_missed)
+local function print_notes(ours, reference, compared)
+  local missed, floor_missed = compared.missed, compared.floor_missed   -- keys over the targets
   print(("On the GPU, 100 direct launches take %s the time of one replay of their graph%s.")
     :format(graph_gain(ours), reference and ("; with the raw C API %s"):format(graph_gain(reference)) or ""))
   -- A host that had to wait for queue space would run at the GPU's pace.
@@ -269,10 +248,9 @@ local function print_notes(ours, reference, missed, floor_missed)
     print("Warning: a graph replay costs the host nearly its GPU time: the host may have " ..
       "waited on a full queue; try a smaller --batch.")
   end
-  if reference and #missed == 0 then
-    print(("Launches are within the project's target of cudalua / C <= %.2f."):format(LAUNCH_TARGET))
-  elseif reference then
-    print(("Over the project's target of cudalua / C <= %.2f: %s."):format(LAUNCH_TARGET, table.concat(missed, ", ")))
+  if reference then
+    print(#missed == 0 and ("Launches are within the project's target of cudalua / C <= %.2f."):format(LAUNCH_TARGET)
+      or ("Over the project's target of cudalua / C <= %.2f: %s."):format(LAUNCH_TARGET, table.concat(missed, ", ")))
   end
   print(("Typed packing: plain values by C type cost %.3f of typed scalars packed by size (the packing " ..
     "before types were known; target <= 1.05)."):format(ours.launch_4params_typed.median / ours.launch_4params_sized.median))
@@ -312,12 +290,11 @@ local function main(argv)
   options.pinned = bench.pin(options.cpu)   -- after the driver started its threads, as launch_ref
   local ours, reference, reference_header, rounds = measure_rounds(rig, options, graph_batch)
   verify(rig, ours)
-  local ratios, missed, floor_ratios, floor_missed = compare(ours, reference)
+  local compared = compare(ours, reference)
   print_header(rig, options, graph_batch, reference_header)
-  print_table(ours, reference, ratios, floor_ratios)
-  print_notes(ours, reference, missed, floor_missed)
-  write_outputs(options, rig, graph_batch, ours, rounds, reference,
-    {ratios = ratios, floor_ratios = floor_ratios, floor_missed = floor_missed})
+  print_table(ours, reference, compared)
+  print_notes(ours, reference, compared)
+  write_outputs(options, rig, graph_batch, ours, rounds, reference, compared)
 end
 
 main(arg)
